@@ -1,0 +1,1 @@
+"""agentrunner conformance kit."""

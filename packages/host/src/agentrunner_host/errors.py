@@ -1,0 +1,77 @@
+"""Errors of the host.
+
+Exception tree::
+
+    HostError
+    ├── ConfigurationError            bad bindings/agents/config, reported when loaded (BindingConflictError ...)
+    │   └── BindingConflictError      two bindings of equal precedence can match the same event
+    ├── BindingNotFoundError          no binding matches an event
+    ├── RunnerNotFoundError           the runner id is not in the registry
+    ├── RunnerUnavailableError        the runner exists but cannot be used (incompatible protocol, plugin down)
+    ├── RunNotFoundError              no such run
+    └── RunnerTransportError          the runner raised or its runtime failed; ``code`` goes into run.failed
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BindingConflictError",
+    "BindingNotFoundError",
+    "ConfigurationError",
+    "HostError",
+    "RunNotFoundError",
+    "RunnerNotFoundError",
+    "RunnerTransportError",
+    "RunnerUnavailableError",
+]
+
+
+class HostError(Exception):
+    """Root of the host's errors."""
+
+    message: str
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class ConfigurationError(HostError):
+    """The configuration is invalid; raised when it is loaded, never in the middle of a run."""
+
+
+class BindingConflictError(ConfigurationError):
+    """Two bindings with the same precedence can match the same event."""
+
+
+class BindingNotFoundError(HostError):
+    """No enabled binding matches the event."""
+
+
+class RunnerNotFoundError(HostError):
+    """The runner id is not registered."""
+
+    def __init__(self, runner_id: str, *, reason: str = "not registered") -> None:
+        super().__init__(f"runner {runner_id} not found: {reason}")
+        self.runner_id = runner_id
+
+
+class RunnerUnavailableError(HostError):
+    """The runner is known but cannot run now."""
+
+    def __init__(self, runner_id: str, reason: str) -> None:
+        super().__init__(f"runner {runner_id} unavailable: {reason}")
+        self.runner_id = runner_id
+
+
+class RunNotFoundError(HostError):
+    """No run with that id."""
+
+
+class RunnerTransportError(HostError):
+    """A runner raised, or its runtime crashed / broke the protocol. ``code`` becomes the run.failed code."""
+
+    def __init__(self, code: str, message: str, *, retryable: bool = False) -> None:
+        super().__init__(message)
+        self.code = code
+        self.retryable = retryable
