@@ -9,6 +9,7 @@ Exception tree::
     ├── RunnerNotFoundError           the runner id is not in the registry
     ├── RunnerUnavailableError        the runner exists but cannot be used (incompatible protocol, plugin down)
     ├── RunNotFoundError              no such run
+    ├── DuplicateEventError           the event id was already accepted (carries the first run's id)
     └── RunnerTransportError          the runner raised or its runtime failed; ``code`` goes into run.failed
 """
 
@@ -18,6 +19,7 @@ __all__ = [
     "BindingConflictError",
     "BindingNotFoundError",
     "ConfigurationError",
+    "DuplicateEventError",
     "HostError",
     "RunNotFoundError",
     "RunnerNotFoundError",
@@ -66,6 +68,15 @@ class RunnerUnavailableError(HostError):
 
 class RunNotFoundError(HostError):
     """No run with that id."""
+
+
+class DuplicateEventError(HostError):
+    """The event was delivered before; it is stored once and not run again."""
+
+    def __init__(self, event_id: str, *, run_id: str | None = None) -> None:
+        super().__init__(f"event {event_id} was already accepted")
+        self.event_id = event_id
+        self.run_id = run_id
 
 
 class RunnerTransportError(HostError):

@@ -10,7 +10,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any, Protocol, runtime_checkable
 
 from agentrunner import AgentRunRequest, BackCallRequest, ParsedResult
@@ -47,7 +47,7 @@ class RunnerConnection(Protocol):
         """The plugin's runner manifests, undecoded (the registry validates each one on its own)."""
         ...
 
-    def run(self, request: AgentRunRequest) -> AsyncIterator[RawResult]:
+    def run(self, request: AgentRunRequest) -> AsyncGenerator[RawResult, None]:
         """Start a run and yield its results in order.
 
         Ends when the runner's stream ends. Raises :class:`~agentrunner_host.errors.RunnerTransportError`

@@ -6,7 +6,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["dumps", "dumps_str", "json_size", "loads"]
+__all__ = ["dumps", "dumps_canonical", "dumps_str", "json_size", "loads"]
 
 _OPTIONS = orjson.OPT_NON_STR_KEYS
 
@@ -29,3 +29,8 @@ def loads(data: bytes | bytearray | memoryview | str) -> Any:
 def json_size(value: Any) -> int:
     """Size in bytes of *value* encoded as JSON; raises ``TypeError`` when it is not JSON-serialisable."""
     return len(orjson.dumps(value, option=_OPTIONS))
+
+
+def dumps_canonical(value: Any) -> bytes:
+    """Deterministic JSON (sorted keys) for hashing."""
+    return orjson.dumps(value, option=_OPTIONS | orjson.OPT_SORT_KEYS)

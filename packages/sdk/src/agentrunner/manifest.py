@@ -70,6 +70,9 @@ class AgentRunnerPermissions(ProtocolModel):
     """Reading configured files through the artifact API."""
     platform_api: list[str] = []
     """Platform actions the runner may request (e.g. ``message.edit``)."""
+    cross_conversation_history: bool = False
+    """Reading conversations other than the event's own (an extension of §4.4; a binding must also grant the
+    conversations explicitly)."""
 
 
 class AgentRunnerContextPolicy(ProtocolModel):

@@ -1,0 +1,281 @@
+"""Builds the event-first ``AgentRunContext`` (PROTOCOL_V1 §5, AGENT_CONTEXT_PROTOCOL §2).
+
+The context carries the current event and handles only — never a history window. Every field a runner
+branches on is filled from the event, the binding and the run's authorization snapshot.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from agentrunner import (
+    AdapterContext,
+    AgentEventContext,
+    AgentInput,
+    AgentRunContext,
+    AgentRunState,
+    AgentRuntimeContext,
+    AgentTrigger,
+    ContextAccess,
+    ConversationContext,
+    DeliveryContext,
+    InlineContextPolicy,
+    StaticContextRef,
+    TextContent,
+)
+from agentrunner import _json as json
+from pydantic import JsonValue
+
+from .authorization import AuthorizationSnapshot
+from .models import AgentBinding, AgentEventEnvelope
+
+__all__ = ["ContextBuilder", "HistoryHandles", "is_secret_name", "session_key", "filter_params"]
+
+_WORD = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
+_SECRET_WORDS = frozenset(
+    {
+        "secret",
+        "secrets",
+        "token",
+        "tokens",
+        "password",
+        "passwd",
+        "pwd",
+        "credential",
+        "credentials",
+        "apikey",
+        "auth",
+        "authorization",
+        "cookie",
+        "session_secret",
+        "private",
+    }
+)
+_SECRET_PAIRS = frozenset(
+    {
+        ("api", "key"),
+        ("access", "key"),
+        ("private", "key"),
+        ("secret", "key"),
+        ("signing", "key"),
+        ("client", "secret"),
+    }
+)
+
+
+def is_secret_name(name: str) -> bool:
+    """Whether a parameter name looks like it holds a credential.
+
+    Matching is by whole words (``api_key``, ``apiKey``, ``my_token_value``, ``user_password_hash``), so
+    ``keyword``, ``monkey`` or ``tokenizer_name`` are not caught by accident.
+    """
+    words = [w.lower() for w in _WORD.findall(name)]
+    if any(w in _SECRET_WORDS for w in words):
+        return True
+    return any((a, b) in _SECRET_PAIRS for a, b in zip(words, words[1:], strict=False))
+
+
+def filter_params(params: dict[str, JsonValue]) -> dict[str, JsonValue]:
+    """Entry parameters safe to show a runner: no ``_``-prefixed or secret-looking names."""
+    return {k: v for k, v in params.items() if not k.startswith("_") and not is_secret_name(k)}
+
+
+def session_key(
+    *,
+    workspace_id: str | None,
+    bot_id: str | None,
+    binding_id: str,
+    runner_id: str,
+    conversation_id: str | None,
+    thread_id: str | None,
+) -> str:
+    """A stable key for runners that keep native sessions (AGENT_CONTEXT_PROTOCOL §6)."""
+    parts = [workspace_id or "", bot_id or "", binding_id, runner_id, conversation_id or "", thread_id or ""]
+    return "sess_" + hashlib.sha256(json.dumps(parts)).hexdigest()[:32]
+
+
+def _static_ref(name: str, content: Any) -> StaticContextRef:
+    return StaticContextRef(
+        ref=name, hash="sha256:" + hashlib.sha256(json.dumps_canonical(content)).hexdigest()
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryHandles:
+    """Where the conversation's history stands when the run starts."""
+
+    latest_cursor: str | None = None
+    """Opaque cursor after the newest transcript item."""
+    transcript_seq: int | None = None
+    """Seq of the newest transcript item before this run."""
+    event_seq: int | None = None
+    """Seq of the current event in its conversation's log."""
+
+    @property
+    def has_history_before(self) -> bool:
+        """At least one earlier transcript item exists."""
+        return self.transcript_seq is not None and self.transcript_seq > 0
+
+
+class ContextBuilder:
+    """Event + binding + snapshot → ``AgentRunContext``."""
+
+    def __init__(self, *, host_version: str | None = None, max_event_data_bytes: int = 16 * 1024) -> None:
+        self.host_version = host_version
+        self.max_event_data_bytes = max_event_data_bytes
+
+    def event_data(self, event: AgentEventEnvelope) -> tuple[dict[str, JsonValue], bool]:
+        """The event data to inline, and whether it was too large (the caller then keeps it as a raw ref)."""
+        size = json.json_size(event.data)
+        if size <= self.max_event_data_bytes:
+            return dict(event.data), False
+        return {"truncated": True, "size": size}, True
+
+    def build(
+        self,
+        *,
+        snapshot: AuthorizationSnapshot,
+        binding: AgentBinding,
+        event: AgentEventEnvelope,
+        state: dict[str, dict[str, JsonValue]] | None = None,
+        history: HistoryHandles | None = None,
+        event_data: dict[str, JsonValue] | None = None,
+        raw_ref: Any = None,
+    ) -> AgentRunContext:
+        """Build the context for one run."""
+        history = history or HistoryHandles()
+        caps = snapshot.capabilities
+        data = event_data if event_data is not None else self.event_data(event)[0]
+
+        contents = list(event.input.contents)
+        if not caps.multimodal_input:
+            # Runners that did not declare multimodal input get the text parts and the artifact refs only.
+            contents = [c for c in contents if isinstance(c, TextContent)]
+        run_input = AgentInput(
+            text=event.input.text,
+            contents=contents,
+            attachments=list(event.input.attachments),
+            message_chain=event.input.message_chain,
+        )
+
+        delivery = event.delivery
+        max_size = _min_opt(delivery.max_message_size, binding.delivery_policy.max_message_size)
+        delivery_ctx = DeliveryContext(
+            surface=delivery.surface,
+            reply_target=delivery.reply_target,
+            supports_streaming=delivery.supports_streaming
+            and binding.delivery_policy.streaming
+            and caps.streaming,
+            supports_edit=delivery.supports_edit,
+            supports_reaction=delivery.supports_reaction,
+            max_message_size=max_size,
+            platform_capabilities=dict(delivery.platform_capabilities),
+        )
+
+        conversation = None
+        if any((event.conversation_id, event.bot_id, event.workspace_id, event.launcher_id)):
+            conversation = ConversationContext(
+                conversation_id=event.conversation_id,
+                thread_id=event.thread_id,
+                launcher_type=event.launcher_type,
+                launcher_id=event.launcher_id,
+                bot_id=event.bot_id,
+                workspace_id=event.workspace_id,
+            )
+
+        access = ContextAccess(
+            conversation_id=event.conversation_id,
+            thread_id=event.thread_id,
+            latest_cursor=history.latest_cursor if snapshot.available_apis.history_page else None,
+            event_seq=history.event_seq,
+            transcript_seq=history.transcript_seq,
+            has_history_before=history.has_history_before,
+            inline_policy=InlineContextPolicy(
+                mode="current_event",
+                delivered_count=0,
+                messages_complete=False,
+                reason="self_managed_context",
+            ),
+            available_apis=snapshot.available_apis,
+        )
+
+        resources = snapshot.resources
+        static_refs: dict[str, StaticContextRef] = {}
+        if snapshot.capabilities.self_managed_context:
+            secret_fields = _secret_config_fields(binding)
+            static_refs = {
+                "system_policy": _static_ref(
+                    "system_policy",
+                    {k: v for k, v in binding.runner_config.items() if k not in secret_fields},
+                ),
+                "tool_schemas": _static_ref(
+                    "tool_schemas", [t.model_dump(mode="json") for t in resources.tools]
+                ),
+                "resource_manifest": _static_ref("resource_manifest", resources.model_dump(mode="json")),
+            }
+
+        params = filter_params(event.params)
+        return AgentRunContext(
+            run_id=snapshot.run_id,
+            trigger=AgentTrigger(
+                type=event.event_type,
+                source=event.source,
+                timestamp=event.event_time or time.time_ns() // 1_000_000,
+            ),
+            event=AgentEventContext(
+                event_id=event.event_id,
+                event_type=event.event_type,
+                event_time=event.event_time,
+                source=event.source,
+                source_event_type=event.source_event_type,
+                raw_ref=raw_ref if raw_ref is not None else event.raw_ref,
+                data=data,
+            ),
+            conversation=conversation,
+            actor=event.actor,
+            subject=event.subject,
+            input=run_input,
+            delivery=delivery_ctx,
+            resources=resources,
+            context=access,
+            state=AgentRunState.model_validate(state or {}),
+            runtime=AgentRuntimeContext(
+                host="agentrunner",
+                langbot_version=self.host_version,
+                trace_id=snapshot.run_id,
+                deadline_at=snapshot.deadline_at,
+                locale=event.locale,
+                timezone=event.timezone,
+                static_refs=static_refs,
+                metadata={
+                    "session_key": session_key(
+                        workspace_id=event.workspace_id,
+                        bot_id=event.bot_id,
+                        binding_id=binding.binding_id,
+                        runner_id=snapshot.runner_id,
+                        conversation_id=event.conversation_id,
+                        thread_id=event.thread_id,
+                    ),
+                    "binding_id": binding.binding_id,
+                    "snapshot_hash": snapshot.digest(),
+                },
+            ),
+            config=dict(binding.runner_config),
+            adapter=AdapterContext(extra={"params": params}) if params else None,
+        )
+
+
+def _secret_config_fields(binding: AgentBinding) -> set[str]:
+    return {k for k in binding.runner_config if is_secret_name(k)}
+
+
+def _min_opt(a: int | None, b: int | None) -> int | None:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return min(a, b)

@@ -1,0 +1,717 @@
+"""The orchestrator: the single entry ``run(event, binding)`` (HOST_SDK §4.4).
+
+One run: resolve the runner → freeze the authorization snapshot → register it with the dispatcher → build the
+context → call the runner through its connection → validate and apply each result → persist → unregister.
+The runner can fail in any way it likes (raise, hang, flood, lie about its run id, break the protocol): the
+run ends with exactly one terminal result and the host stays up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import logging
+import re
+import time
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import aclosing
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentrunner import (
+    MAX_STATE_VALUE_BYTES,
+    TERMINAL_RESULT_TYPES,
+    ActionRequestedResult,
+    AgentRunRequest,
+    AgentRunResult,
+    ArtifactCreatedResult,
+    ArtifactRef,
+    MessageCompletedResult,
+    MessageDeltaResult,
+    RunCompletedResult,
+    RunFailedData,
+    RunFailedResult,
+    StateUpdatedResult,
+    ToolCallCompletedResult,
+    ToolCallStartedResult,
+    UnknownResult,
+    parse_result,
+)
+from agentrunner import _json as json
+from agentrunner.results import AgentRunResultBase
+from pydantic import ValidationError
+
+from .authorization import AuthorizationSnapshot, SnapshotBuilder
+from .bindings import BindingSet
+from .context_builder import ContextBuilder, HistoryHandles
+from .dispatcher import BackCallDispatcher, LiveRun
+from .errors import BindingNotFoundError, DuplicateEventError, RunnerTransportError
+from .models import AgentBinding, AgentEventEnvelope
+from .registry import RunnerDescriptor, RunnerRegistry
+from .transport import RawResult
+
+__all__ = ["DeliveredResult", "Orchestrator", "RunHandle", "RunOutcome"]
+
+log = logging.getLogger("agentrunner.host.orchestrator")
+
+_STATE_KEY = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:\-/]{0,199}$")
+_MAX_INLINE_ARTIFACT = 1024 * 1024
+_QUEUE_SIZE = 256
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveredResult:
+    """A result as the host delivers it: the runner's result plus the host's own per-run sequence."""
+
+    host_seq: int
+    """1-based, gap-free per run; the replay cursor."""
+    result: AgentRunResult
+    """The validated result (the runner's ``sequence`` kept as sent)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunOutcome:
+    """How a run ended."""
+
+    run_id: str
+    status: str
+    """``completed`` or ``failed``."""
+    code: str | None
+    """Failure code (``cancelled``, ``deadline_exceeded``, ``runner.error``...)."""
+    message: str | None
+    """Failure message."""
+    results: int
+    """Results delivered, the terminal one included."""
+
+
+class _Violation(Exception):
+    """A protocol violation that ends the run."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@dataclass(slots=True)
+class _RunState:
+    run_id: str
+    binding: AgentBinding
+    descriptor: RunnerDescriptor
+    snapshot: AuthorizationSnapshot
+    event: AgentEventEnvelope
+    live: LiveRun | None = None
+    host_seq: int = 0
+    last_runner_seq: int = 0
+    terminal: AgentRunResult | None = None
+    has_message: bool = False
+    has_output: bool = False
+    delta_buffer: list[str] = field(default_factory=list[str])
+    open_tool_calls: dict[str, str] = field(default_factory=dict[str, str])
+    artifact_ids: dict[str, ArtifactRef] = field(default_factory=dict[str, ArtifactRef])
+    records: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
+    """Persisted results: (host_seq, runner sequence, type, payload, created_at)."""
+    transcript: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
+    host_events: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
+    warnings: int = 0
+    results_seen: int = 0
+
+
+class RunHandle:
+    """A started run. Iterate :meth:`results` to receive its results; ``outcome`` resolves at the end."""
+
+    def __init__(self, run_id: str, binding: AgentBinding, snapshot: AuthorizationSnapshot) -> None:
+        self.run_id = run_id
+        self.binding = binding
+        self.snapshot = snapshot
+        self._queue: asyncio.Queue[DeliveredResult | None] = asyncio.Queue(maxsize=_QUEUE_SIZE)
+        self._detached = False
+        self._outcome: asyncio.Future[RunOutcome] = asyncio.get_running_loop().create_future()
+        self._task: asyncio.Task[None] | None = None
+        self.cancel_requested: str | None = None
+
+    @property
+    def done(self) -> bool:
+        """The run has ended."""
+        return self._outcome.done()
+
+    async def outcome(self) -> RunOutcome:
+        """Wait for the end of the run."""
+        return await asyncio.shield(self._outcome)
+
+    def detach(self) -> None:
+        """Stop delivering to a consumer (the run goes on and is still persisted)."""
+        self._detached = True
+        while not self._queue.empty():
+            self._queue.get_nowait()
+
+    async def _deliver(self, item: DeliveredResult) -> None:
+        if not self._detached:
+            # A bounded queue: a runner faster than its consumer is slowed down, host memory stays bounded.
+            await self._queue.put(item)
+
+    def _close(self) -> None:
+        if self._detached:
+            return
+        try:
+            self._queue.put_nowait(None)
+        except asyncio.QueueFull:
+            # The consumer is gone or slow; make room for the end marker by dropping one undelivered item.
+            self._queue.get_nowait()
+            self._queue.put_nowait(None)
+
+    async def results(self) -> AsyncIterator[DeliveredResult]:
+        """The delivered results, ending after the terminal one. One consumer per handle."""
+        while True:
+            item = await self._queue.get()
+            if item is None:
+                return
+            yield item
+
+
+class Orchestrator:
+    """Runs events through runners. One instance per host process."""
+
+    def __init__(
+        self,
+        *,
+        registry: RunnerRegistry,
+        snapshots: SnapshotBuilder,
+        dispatcher: BackCallDispatcher,
+        contexts: ContextBuilder | None = None,
+        bindings: BindingSet | None = None,
+        stores: Any = None,
+        pull: Any = None,
+        cancel_grace_seconds: float = 2.0,
+    ) -> None:
+        self.registry = registry
+        self.snapshots = snapshots
+        self.dispatcher = dispatcher
+        self.contexts = contexts or ContextBuilder()
+        self.bindings = bindings
+        self.stores = stores
+        self.pull = pull
+        self.cancel_grace_seconds = cancel_grace_seconds
+        self._handles: dict[str, RunHandle] = {}
+
+    # -- entry points ------------------------------------------------------------------------------------------
+
+    async def submit(self, event: AgentEventEnvelope) -> RunHandle:
+        """Accept an event (stored once, idempotently), resolve its one binding and start the run."""
+        await self._ingest(event)
+        if self.bindings is None:
+            raise BindingNotFoundError("this host has no bindings configured")
+        try:
+            binding = self.bindings.resolve(event)
+        except BindingNotFoundError as exc:
+            await self._host_record(event, "event.unhandled", {"reason": exc.message})
+            raise
+        return await self.start(event, binding, ingested=True)
+
+    async def run(self, event: AgentEventEnvelope, binding: AgentBinding) -> AsyncIterator[AgentRunResult]:
+        """Run *event* with *binding* and yield its results; closing this iterator early cancels the run."""
+        handle = await self.start(event, binding)
+        finished = False
+        try:
+            async for item in handle.results():
+                yield item.result
+            finished = True
+        finally:
+            if not finished:
+                await self.cancel(handle.run_id, reason="the consumer went away")
+                handle.detach()
+
+    async def start(
+        self, event: AgentEventEnvelope, binding: AgentBinding, *, ingested: bool = False
+    ) -> RunHandle:
+        """Start a run and return its handle (the run proceeds in its own task)."""
+        if not ingested:
+            await self._ingest(event)
+        descriptor = await self.registry.get(binding.runner_id)
+        run_id = "run_" + uuid.uuid4().hex
+        snapshot = self.snapshots.build(run_id=run_id, descriptor=descriptor, binding=binding, event=event)
+        handle = RunHandle(run_id, binding, snapshot)
+        state = _RunState(
+            run_id=run_id, binding=binding, descriptor=descriptor, snapshot=snapshot, event=event
+        )
+        self._handles[run_id] = handle
+        handle._task = asyncio.create_task(self._drive(handle, state), name=f"agentrunner-run-{run_id}")  # pyright: ignore[reportPrivateUsage]
+        return handle
+
+    def handle(self, run_id: str) -> RunHandle | None:
+        """The handle of a live run."""
+        return self._handles.get(run_id)
+
+    async def cancel(self, run_id: str, *, reason: str = "cancelled") -> bool:
+        """Cancel a live run. Idempotent; False when the run is unknown or already ended.
+
+        The runtime is asked to stop the runner; the run ends ``run.failed`` with code ``cancelled`` at once,
+        whether or not the runner cooperates (a runner without ``interrupt`` is stopped by ending its task).
+        """
+        handle = self._handles.get(run_id)
+        if handle is None or handle.done or handle.cancel_requested is not None:
+            return False
+        handle.cancel_requested = reason
+        try:
+            conn = self.registry.connection(handle.snapshot.plugin_id)
+            await asyncio.wait_for(conn.cancel(run_id), timeout=self.cancel_grace_seconds)
+        except Exception:  # the runtime may already be gone; ending the task below is enough
+            log.debug("cancel of %s could not reach the runtime", run_id, exc_info=True)
+        task = handle._task  # pyright: ignore[reportPrivateUsage]
+        if task is not None and not task.done():
+            task.cancel()
+        return True
+
+    async def aclose(self) -> None:
+        """Cancel every live run and wait for them to end."""
+        for run_id in list(self._handles):
+            await self.cancel(run_id, reason="host shutting down")
+        tasks = [h._task for h in self._handles.values() if h._task is not None]  # pyright: ignore[reportPrivateUsage]
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    # -- the run -----------------------------------------------------------------------------------------------
+
+    async def _drive(self, handle: RunHandle, state: _RunState) -> None:
+        run_id = state.run_id
+        failure: tuple[str, str, bool] | None = None
+        try:
+            state.live = self.dispatcher.register(state.snapshot)
+            request = await self._prepare(state)
+            conn = self.registry.connection(state.descriptor.plugin_id)
+            async with asyncio.timeout_at(_loop_time_for(state.snapshot.deadline_at)):
+                async with aclosing(conn.run(request)) as stream:
+                    async for raw in stream:
+                        delivered = await self._accept(state, raw)
+                        if delivered is not None:
+                            await handle._deliver(delivered)  # pyright: ignore[reportPrivateUsage]
+                        if state.terminal is not None:
+                            break
+        except asyncio.CancelledError:
+            reason = handle.cancel_requested or "cancelled"
+            failure = ("cancelled", f"run cancelled: {reason}", False)
+            if handle.cancel_requested is None:
+                raise  # not our cancellation: the host itself is being torn down
+        except TimeoutError:
+            failure = ("deadline_exceeded", "the run did not finish before its deadline", True)
+        except _Violation as v:
+            failure = (v.code, v.message, False)
+        except RunnerTransportError as exc:
+            failure = (exc.code, exc.message, exc.retryable)
+        except Exception as exc:
+            log.exception("run %s failed inside the host", run_id)
+            failure = ("host.error", f"host error: {type(exc).__name__}", True)
+        finally:
+            await self._finish(handle, state, failure)
+
+    async def _prepare(self, state: _RunState) -> AgentRunRequest:
+        snapshot, event, binding = state.snapshot, state.event, state.binding
+        access = state.live.access if state.live else snapshot.access()
+        data, too_big = self.contexts.event_data(event)
+        raw_ref = None
+        if too_big:
+            self._record(state, "event.data_truncated", {"size": json.json_size(event.data)})
+        state_snapshot: dict[str, dict[str, Any]] = {}
+        history = HistoryHandles()
+        if self.stores is not None:
+            if binding.state_policy.snapshot and access.state_owners:
+                state_snapshot = await self.stores.state.snapshot(access.state_owners)
+            history = await self._history_handles(access)
+            await self.stores.runs.start(self._run_start(state, history))
+        ctx = self.contexts.build(
+            snapshot=snapshot,
+            binding=binding,
+            event=event,
+            state=state_snapshot,
+            history=history,
+            event_data=data,
+            raw_ref=raw_ref,
+        )
+        return AgentRunRequest(
+            runner_id=snapshot.runner_id, runner_name=state.descriptor.manifest.name, context=ctx
+        )
+
+    # -- result validation -------------------------------------------------------------------------------------
+
+    async def _accept(self, state: _RunState, raw: RawResult) -> DeliveredResult | None:
+        if state.terminal is not None:
+            self._warn(state, "result.after_terminal", "a result arrived after the terminal one; dropped")
+            return None
+        state.results_seen += 1
+        policy = state.snapshot.run_policy
+        if state.results_seen > policy.max_results:
+            raise _Violation(
+                "runner.too_many_results", f"the runner sent more than {policy.max_results} results"
+            )
+        if isinstance(raw, dict):
+            size = json.json_size(raw)
+            if size > policy.max_result_bytes:
+                raise _Violation(
+                    "payload_too_large", f"a result of {size} bytes exceeds {policy.max_result_bytes}"
+                )
+            try:
+                parsed = parse_result(raw)
+            except (ValidationError, ValueError) as exc:
+                raise _Violation("runner.invalid_result", f"invalid result: {_first_error(exc)}") from None
+            payload: dict[str, Any] = raw
+        else:
+            obj: object = raw  # an in-process runner can yield anything at run time
+            if not isinstance(obj, (AgentRunResultBase, UnknownResult)):  # pyright: ignore[reportUnnecessaryIsInstance]
+                raise _Violation("runner.invalid_result", f"the runner yielded a {type(obj).__name__}, not a result")
+            parsed = raw
+            payload = raw.model_dump(mode="json")
+            size = json.json_size(payload)
+            if size > policy.max_result_bytes:
+                raise _Violation("payload_too_large", f"a result of {size} bytes exceeds {policy.max_result_bytes}")
+
+        if isinstance(parsed, UnknownResult):
+            self._warn(state, "result.unknown_type", f"ignored a result of unknown type {parsed.type!r}")
+            return None
+        result: AgentRunResult = parsed
+        if result.run_id != state.run_id:
+            raise _Violation("runner.protocol_error", f"a result carries another run id ({result.run_id!r})")
+        if result.sequence is not None:
+            if result.sequence <= state.last_runner_seq:
+                self._warn(state, "result.duplicate", f"duplicate sequence {result.sequence}; dropped")
+                return None
+            if result.sequence != state.last_runner_seq + 1:
+                self._warn(
+                    state,
+                    "result.sequence_gap",
+                    f"sequence jumped from {state.last_runner_seq} to {result.sequence}",
+                )
+            state.last_runner_seq = result.sequence
+
+        delivered = await self._apply(state, result)
+        if delivered is None:
+            return None
+        state.host_seq += 1
+        now = time.time_ns() // 1_000_000
+        state.records.append(
+            {
+                "host_seq": state.host_seq,
+                "runner_sequence": result.sequence,
+                "type": result.type,
+                "payload": payload if delivered is result else delivered.model_dump(mode="json"),
+                "created_at": now,
+            }
+        )
+        if delivered.type in TERMINAL_RESULT_TYPES:
+            state.terminal = delivered
+        return DeliveredResult(state.host_seq, delivered)
+
+    async def _apply(self, state: _RunState, result: AgentRunResult) -> AgentRunResult | None:
+        caps = state.snapshot.capabilities
+        match result:
+            case MessageDeltaResult():
+                if not caps.streaming:
+                    self._warn(
+                        state,
+                        "violation.streaming",
+                        "message.delta from a runner that does not declare streaming",
+                    )
+                    return None
+                if result.data.chunk.content:
+                    state.delta_buffer.append(result.data.chunk.content)
+                state.has_output = state.has_message = True
+                return result
+            case MessageCompletedResult():
+                message = result.data.message
+                if state.artifact_ids and message.artifacts:
+                    message = message.model_copy(
+                        update={
+                            "artifacts": [state.artifact_ids.get(a.artifact_id, a) for a in message.artifacts]
+                        }
+                    )
+                    result = result.model_copy(
+                        update={"data": result.data.model_copy(update={"message": message})}
+                    )
+                state.delta_buffer.clear()
+                self._assistant_turn(state, message.text(), message.model_dump(mode="json"))
+                state.has_output = state.has_message = True
+                return result
+            case ToolCallStartedResult():
+                state.open_tool_calls[result.data.tool_call_id] = result.data.tool_name
+                self._record(state, "tool.call.started", result.data.model_dump(mode="json"))
+                state.has_output = True
+                return result
+            case ToolCallCompletedResult():
+                if state.open_tool_calls.pop(result.data.tool_call_id, None) is None:
+                    self._warn(
+                        state,
+                        "violation.tool_unpaired",
+                        f"tool call {result.data.tool_call_id} completed without start",
+                    )
+                self._record(state, "tool.call.completed", result.data.model_dump(mode="json"))
+                return result
+            case StateUpdatedResult():
+                return await self._state_update(state, result)
+            case ArtifactCreatedResult():
+                return await self._artifact(state, result)
+            case ActionRequestedResult():
+                data = result.data
+                allowed = caps.platform_api and data.action in state.snapshot.platform_actions
+                if not allowed or not data.idempotency_key:
+                    reason = "missing idempotency_key" if allowed else "action not granted"
+                    self._warn(
+                        state,
+                        "violation.action_denied",
+                        f"action.requested {data.action!r} refused: {reason}",
+                    )
+                    return None
+                self._record(
+                    state,
+                    "action.requested",
+                    {
+                        **data.model_dump(mode="json"),
+                        "executed": False,
+                        "approval": state.snapshot.action_approval,
+                    },
+                )
+                state.has_output = True
+                return result
+            case RunCompletedResult():
+                final = result.data.message
+                if final is not None:
+                    state.delta_buffer.clear()
+                    self._assistant_turn(state, final.text(), final.model_dump(mode="json"))
+                    state.has_output = state.has_message = True
+                needs_message = state.event.event_type == "message.received"
+                if (needs_message and not state.has_message) or not (state.has_output or state.has_message):
+                    return self._host_failure(
+                        state, "runner.empty_output", "the runner completed without producing any output"
+                    )
+                return result
+            case RunFailedResult():
+                return result
+
+    async def _state_update(self, state: _RunState, result: StateUpdatedResult) -> AgentRunResult | None:
+        data = result.data
+        owners = state.snapshot.state_owners
+        reason: str | None = None
+        if data.scope not in owners:
+            reason = f"scope {data.scope!r} is not granted"
+        elif not _STATE_KEY.match(data.key):
+            reason = f"key {data.key!r} is not a valid state key"
+        else:
+            try:
+                size = json.json_size(data.value)
+            except TypeError:
+                reason = "value is not JSON-serialisable"
+            else:
+                if size > MAX_STATE_VALUE_BYTES:
+                    reason = f"value of {size} bytes exceeds {MAX_STATE_VALUE_BYTES}"
+        if reason is not None:
+            self._warn(
+                state, "violation.state_rejected", f"state.updated {data.scope}/{data.key} refused: {reason}"
+            )
+            return None
+        if self.stores is not None:
+            owner = state.live.access.state_owners[data.scope] if state.live else None
+            if owner is not None:
+                # Applied at once, so a state.get later in the same run sees it.
+                if data.value is None:
+                    await self.stores.state.delete(owner, data.key)
+                else:
+                    await self.stores.state.set(
+                        owner, data.key, data.value, runner_id=state.snapshot.runner_id
+                    )
+        state.has_output = True
+        self._record(state, "state.updated", {"scope": data.scope, "key": data.key})
+        return result
+
+    async def _artifact(self, state: _RunState, result: ArtifactCreatedResult) -> AgentRunResult | None:
+        data = result.data
+        ref = data.artifact
+        if data.content_base64 is not None:
+            try:
+                content = base64.b64decode(data.content_base64, validate=True)
+            except (binascii.Error, ValueError):
+                self._warn(
+                    state, "violation.artifact_rejected", f"artifact {ref.artifact_id}: invalid base64"
+                )
+                return None
+            if len(content) > _MAX_INLINE_ARTIFACT:
+                self._warn(
+                    state,
+                    "violation.artifact_rejected",
+                    f"artifact {ref.artifact_id}: inline content too large",
+                )
+                return None
+            if self.stores is not None:
+                stored = await self._store_artifact(state, ref, content)
+                state.artifact_ids[ref.artifact_id] = stored
+                self._record(state, "artifact.created", stored.model_dump(mode="json"))
+                state.has_output = True
+                return result.model_copy(
+                    update={"data": data.model_copy(update={"artifact": stored, "content_base64": None})}
+                )
+        # Sizes and digests are measured by the host when it stores bytes; never trust the runner's.
+        clean = ref.model_copy(update={"size": None, "digest": None})
+        state.artifact_ids[ref.artifact_id] = clean
+        self._record(state, "artifact.created", clean.model_dump(mode="json"))
+        state.has_output = True
+        return result.model_copy(
+            update={"data": data.model_copy(update={"artifact": clean, "content_base64": None})}
+        )
+
+    async def _store_artifact(self, state: _RunState, ref: ArtifactRef, content: bytes) -> ArtifactRef:
+        from .persistence import store_runner_artifact
+
+        return await store_runner_artifact(self.stores, state, ref, content)
+
+    def _host_failure(
+        self, state: _RunState, code: str, message: str, *, retryable: bool = False
+    ) -> RunFailedResult:
+        return RunFailedResult(
+            run_id=state.run_id,
+            timestamp=time.time_ns() // 1_000_000,
+            data=RunFailedData(code=code, message=message, retryable=retryable),
+            metadata={"origin": "host"},
+        )
+
+    # -- records -----------------------------------------------------------------------------------------------
+
+    def _assistant_turn(self, state: _RunState, text: str, message: dict[str, Any]) -> None:
+        state.transcript.append({"role": "assistant", "content": text, "message": message})
+
+    def _record(self, state: _RunState, kind: str, data: dict[str, Any]) -> None:
+        state.host_events.append({"event_type": kind, "data": data})
+
+    def _warn(self, state: _RunState, kind: str, message: str) -> None:
+        state.warnings += 1
+        log.warning("run %s (%s): %s", state.run_id, state.descriptor.runner_id, message)
+        state.host_events.append({"event_type": kind, "data": {"message": message}})
+
+    async def _finish(
+        self, handle: RunHandle, state: _RunState, failure: tuple[str, str, bool] | None
+    ) -> None:
+        try:
+            if state.terminal is None:
+                if failure is None:
+                    if state.has_output or state.has_message:
+                        failure = (
+                            "runner.no_terminal",
+                            "the runner's stream ended without a terminal result",
+                            False,
+                        )
+                    else:
+                        failure = ("runner.empty_output", "the runner ended without any output", False)
+                code, message, retryable = failure
+                terminal = self._host_failure(state, code, message, retryable=retryable)
+                state.host_seq += 1
+                state.records.append(
+                    {
+                        "host_seq": state.host_seq,
+                        "runner_sequence": None,
+                        "type": terminal.type,
+                        "payload": terminal.model_dump(mode="json"),
+                        "created_at": time.time_ns() // 1_000_000,
+                    }
+                )
+                state.terminal = terminal
+                handle_item = DeliveredResult(state.host_seq, terminal)
+                if not handle._detached:  # pyright: ignore[reportPrivateUsage]
+                    try:
+                        handle._queue.put_nowait(handle_item)  # pyright: ignore[reportPrivateUsage]
+                    except asyncio.QueueFull:
+                        handle._queue.get_nowait()  # pyright: ignore[reportPrivateUsage]
+                        handle._queue.put_nowait(handle_item)  # pyright: ignore[reportPrivateUsage]
+            if state.delta_buffer:
+                self._assistant_turn(
+                    state,
+                    "".join(state.delta_buffer),
+                    {"role": "assistant", "content": "".join(state.delta_buffer)},
+                )
+                state.delta_buffer.clear()
+            for call_id, name in state.open_tool_calls.items():
+                self._warn(state, "violation.tool_unpaired", f"tool call {call_id} ({name}) never completed")
+        finally:
+            live = self.dispatcher.unregister(state.run_id)
+            terminal = state.terminal
+            outcome = _outcome(state)
+            try:
+                await asyncio.shield(self._persist_finish(state, live))
+            except Exception:
+                log.exception("could not persist the end of run %s", state.run_id)
+            self._handles.pop(state.run_id, None)
+            handle._close()  # pyright: ignore[reportPrivateUsage]
+            if not handle._outcome.done():  # pyright: ignore[reportPrivateUsage]
+                handle._outcome.set_result(outcome)  # pyright: ignore[reportPrivateUsage]
+            del terminal
+
+    # -- persistence hooks (implemented over agentrunner_host.stores) -------------------------------------------
+
+    async def _ingest(self, event: AgentEventEnvelope) -> None:
+        if self.stores is None:
+            return
+        outcome = await self.stores.events.append(_event_entry(event))
+        if outcome.duplicate:
+            raise DuplicateEventError(event.event_id, run_id=getattr(outcome.event, "run_id", None))
+
+    async def _host_record(self, event: AgentEventEnvelope, kind: str, data: dict[str, Any]) -> None:
+        if self.stores is None:
+            return
+        from .stores import EventEntry
+
+        await self.stores.events.append_many(
+            [
+                EventEntry(
+                    event_id="host_" + uuid.uuid4().hex,
+                    event_type=kind,
+                    source="host",
+                    kind="host",
+                    conversation_id=event.conversation_id,
+                    thread_id=event.thread_id,
+                    workspace_id=event.workspace_id,
+                    data=data,
+                    summary=None,
+                )
+            ]
+        )
+
+    async def _history_handles(self, access: Any) -> HistoryHandles:
+        if self.pull is not None and hasattr(self.pull, "history_handles"):
+            handles: HistoryHandles = await self.pull.history_handles(access)
+            return handles
+        return HistoryHandles()
+
+    def _run_start(self, state: _RunState, history: HistoryHandles) -> Any:
+        from .persistence import run_start
+
+        return run_start(state, history)
+
+    async def _persist_finish(self, state: _RunState, live: LiveRun | None) -> None:
+        if self.stores is None:
+            return
+        from .persistence import persist_finish
+
+        await persist_finish(self.stores, state, live)
+
+
+def _outcome(state: _RunState) -> RunOutcome:
+    terminal = state.terminal
+    if isinstance(terminal, RunFailedResult):
+        return RunOutcome(state.run_id, "failed", terminal.data.code, terminal.data.message, state.host_seq)
+    return RunOutcome(state.run_id, "completed", None, None, state.host_seq)
+
+
+def _loop_time_for(deadline_at: float) -> float:
+    loop = asyncio.get_running_loop()
+    return loop.time() + (deadline_at - time.time())
+
+
+def _first_error(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        first = exc.errors()[0]
+        loc = ".".join(str(p) for p in first["loc"])
+        return f"{loc}: {first['msg']}"
+    return str(exc)
+
+
+def _event_entry(event: AgentEventEnvelope) -> Any:
+    from .persistence import event_entry
+
+    return event_entry(event)

@@ -1,0 +1,201 @@
+"""The runner registry: which runners exist, discovered from plugin connections (HOST_SDK §4.3).
+
+* Each plugin's manifests are validated one by one: a bad manifest is a warning naming the plugin and the
+  reason, and never hides the plugin's other runners or other plugins.
+* A plugin may only declare runner ids under its own identity (``plugin:<its author>/<its name>/...``).
+* ``protocol_version`` must have a supported major version; incompatible runners are left out with a warning.
+* A failed discovery is never cached as "no runners": the plugin is retried on the next lookup, and a lookup
+  of an unknown id refreshes once before failing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from agentrunner import AgentRunnerManifest, InvalidRunnerIdError, RunnerId, is_compatible_protocol
+from pydantic import ValidationError
+
+from .errors import RunnerNotFoundError, RunnerUnavailableError
+from .transport import RunnerConnection
+
+__all__ = ["RegistryWarning", "RunnerDescriptor", "RunnerRegistry"]
+
+log = logging.getLogger("agentrunner.host.registry")
+
+
+@dataclass(frozen=True, slots=True)
+class RunnerDescriptor:
+    """A validated runner the host can run."""
+
+    runner_id: str
+    """Canonical id."""
+    plugin_id: str
+    """Owning plugin ``author/plugin``."""
+    manifest: AgentRunnerManifest
+    """Its validated manifest."""
+    source: str = "plugin"
+    """Always ``plugin`` (§13: nothing bypasses the plugin/runtime/proxy chain)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RegistryWarning:
+    """Why a plugin or one of its manifests was left out."""
+
+    plugin_id: str
+    """The plugin."""
+    message: str
+    """What was wrong."""
+
+
+class RunnerRegistry:
+    """Runner descriptors from the registered plugin connections, cached and refreshed on change."""
+
+    def __init__(
+        self, connections: Iterable[RunnerConnection] = (), *, miss_refresh_interval: float = 1.0
+    ) -> None:
+        self._connections: dict[str, RunnerConnection] = {}
+        for c in connections:
+            self._connections[c.plugin_id] = c
+        self._descriptors: dict[str, RunnerDescriptor] = {}
+        self._loaded: set[str] = set()  # plugins whose last discovery succeeded
+        self._warnings: list[RegistryWarning] = []
+        self._lock = asyncio.Lock()
+        self._miss_refresh_interval = miss_refresh_interval
+        self._last_miss_refresh = 0.0
+
+    @property
+    def warnings(self) -> list[RegistryWarning]:
+        """Warnings of the last refresh."""
+        return list(self._warnings)
+
+    def connection(self, plugin_id: str) -> RunnerConnection:
+        """The live connection of a plugin."""
+        try:
+            return self._connections[plugin_id]
+        except KeyError:
+            raise RunnerUnavailableError(plugin_id, "plugin is not installed") from None
+
+    def connections(self) -> list[RunnerConnection]:
+        """All plugin connections."""
+        return list(self._connections.values())
+
+    def add(self, connection: RunnerConnection) -> None:
+        """Install (or replace) a plugin; its runners are discovered on the next lookup."""
+        self._connections[connection.plugin_id] = connection
+        self._forget(connection.plugin_id)
+
+    def remove(self, plugin_id: str) -> RunnerConnection | None:
+        """Uninstall a plugin; its runners disappear at once."""
+        self._forget(plugin_id)
+        return self._connections.pop(plugin_id, None)
+
+    def _forget(self, plugin_id: str) -> None:
+        self._loaded.discard(plugin_id)
+        for rid in [rid for rid, d in self._descriptors.items() if d.plugin_id == plugin_id]:
+            del self._descriptors[rid]
+
+    async def refresh(self, *, only_missing: bool = False) -> list[RegistryWarning]:
+        """Re-discover every plugin (or only those not loaded yet). Returns the warnings."""
+        async with self._lock:
+            warnings: list[RegistryWarning] = []
+            targets = [
+                c for pid, c in self._connections.items() if not (only_missing and pid in self._loaded)
+            ]
+            results = await asyncio.gather(*(self._discover(c) for c in targets), return_exceptions=True)
+            for conn, result in zip(targets, results, strict=True):
+                pid = conn.plugin_id
+                if isinstance(result, BaseException):
+                    # Keep what we knew before; a transient failure must not look like "no runners".
+                    self._loaded.discard(pid)
+                    warnings.append(
+                        RegistryWarning(pid, f"discovery failed: {type(result).__name__}: {result}")
+                    )
+                    continue
+                descriptors, plugin_warnings = result
+                warnings.extend(plugin_warnings)
+                self._forget(pid)
+                for d in descriptors:
+                    self._descriptors[d.runner_id] = d
+                self._loaded.add(pid)
+            for w in warnings:
+                log.warning("runner registry: plugin %s: %s", w.plugin_id, w.message)
+            self._warnings = warnings
+            return warnings
+
+    async def _discover(self, conn: RunnerConnection) -> tuple[list[RunnerDescriptor], list[RegistryWarning]]:
+        raw = await conn.list_runners()
+        out: list[RunnerDescriptor] = []
+        warnings: list[RegistryWarning] = []
+        for index, item in enumerate(raw):
+            where = f"manifest #{index}"
+            try:
+                manifest = AgentRunnerManifest.model_validate(item)
+            except ValidationError as exc:
+                first = exc.errors()[0]
+                loc = ".".join(str(p) for p in first["loc"])
+                warnings.append(
+                    RegistryWarning(conn.plugin_id, f"{where} is invalid at {loc}: {first['msg']}")
+                )
+                continue
+            where = f"runner {manifest.id}"
+            if manifest.runner_id.plugin_id != conn.plugin_id:
+                warnings.append(
+                    RegistryWarning(conn.plugin_id, f"{where} is outside the plugin's own id space; ignored")
+                )
+                continue
+            if manifest.runner_id.runner != manifest.name:
+                warnings.append(
+                    RegistryWarning(
+                        conn.plugin_id, f"{where}: manifest name {manifest.name!r} differs from the id"
+                    )
+                )
+                continue
+            if not is_compatible_protocol(manifest.protocol_version):
+                warnings.append(
+                    RegistryWarning(
+                        conn.plugin_id,
+                        f"{where} speaks protocol {manifest.protocol_version!r}; this host speaks 1",
+                    )
+                )
+                continue
+            if manifest.id in {d.runner_id for d in out}:
+                warnings.append(
+                    RegistryWarning(conn.plugin_id, f"{where} is declared twice; the first one is kept")
+                )
+                continue
+            out.append(RunnerDescriptor(runner_id=manifest.id, plugin_id=conn.plugin_id, manifest=manifest))
+        return out, warnings
+
+    async def list(self) -> list[RunnerDescriptor]:
+        """Every available runner (discovering plugins not loaded yet)."""
+        if set(self._connections) - self._loaded:
+            await self.refresh(only_missing=True)
+        return sorted(self._descriptors.values(), key=lambda d: d.runner_id)
+
+    async def get(self, runner_id: str) -> RunnerDescriptor:
+        """The descriptor of *runner_id*; raises :class:`RunnerNotFoundError`."""
+        try:
+            rid = str(RunnerId.parse(runner_id))
+        except InvalidRunnerIdError as exc:
+            raise RunnerNotFoundError(runner_id, reason=exc.reason) from None
+        found = self._descriptors.get(rid)
+        if found is not None:
+            return found
+        plugin_id = RunnerId.parse(rid).plugin_id
+        if plugin_id not in self._connections:
+            raise RunnerNotFoundError(rid, reason=f"plugin {plugin_id} is not installed")
+        now = time.monotonic()
+        if plugin_id not in self._loaded or now - self._last_miss_refresh >= self._miss_refresh_interval:
+            self._last_miss_refresh = now
+            await self.refresh(only_missing=plugin_id not in self._loaded)
+        found = self._descriptors.get(rid)
+        if found is None:
+            reason = "not declared by its plugin"
+            if plugin_id not in self._loaded:
+                reason = "its plugin's discovery failed"
+            raise RunnerNotFoundError(rid, reason=reason)
+        return found
