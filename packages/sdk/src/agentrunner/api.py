@@ -202,10 +202,17 @@ class _Artifacts(_Namespace):
     async def read_all(self, artifact_id: str, *, max_bytes: int = 16 * 1024 * 1024) -> bytes:
         """All bytes of an artifact (refuses artifacts larger than *max_bytes*)."""
         out = bytearray()
-        async for chunk in self.open_stream(artifact_id):
-            out += base64.b64decode(chunk.data_base64)
-            if len(out) > max_bytes:
-                raise InvalidArgumentError(f"artifact {artifact_id} is larger than {max_bytes} bytes")
+        chunks = self.open_stream(artifact_id)
+        try:
+            async for chunk in chunks:
+                out += base64.b64decode(chunk.data_base64)
+                if len(out) > max_bytes:
+                    raise InvalidArgumentError(f"artifact {artifact_id} is larger than {max_bytes} bytes")
+        finally:
+            # Bailing out early must close the transport's stream now, not whenever the generator is collected.
+            closer = getattr(chunks, "aclose", None)
+            if closer is not None:
+                await closer()
         return bytes(out)
 
 
@@ -279,7 +286,9 @@ class _Platform(_Namespace):
             "payload": payload or {},
             "idempotency_key": idempotency_key,
         }
-        return await self._api.call("platform.request_action", params, PlatformActionReceipt)
+        return await self._api.call(
+            "platform.request_action", params, PlatformActionReceipt, idempotency_key=idempotency_key
+        )
 
 
 class AgentRunAPI:
@@ -327,9 +336,14 @@ class AgentRunAPI:
         return remaining
 
     def _request(self, action: str, params: dict[str, Any], idempotency_key: str | None) -> BackCallRequest:
-        if action not in ACTIONS:
+        spec = ACTIONS.get(action)
+        if spec is None:
             raise InvalidArgumentError(f"unknown action {action!r}")
-        clean = {k: v for k, v in params.items() if v is not None}
+        # None means "not given" for optional params only: a required JSON value may itself be null.
+        fields = spec.params.model_fields
+        clean = {
+            k: v for k, v in params.items() if v is not None or (k in fields and fields[k].is_required())
+        }
         return BackCallRequest(
             run_id=self.run_id, action=action, params=clean, idempotency_key=idempotency_key
         )
@@ -337,7 +351,7 @@ class AgentRunAPI:
     async def call_raw(
         self, action: str, params: dict[str, Any], *, idempotency_key: str | None = None
     ) -> dict[str, Any]:
-        """Perform *action* and return the raw JSON result (for actions added after this SDK)."""
+        """Perform *action* and return its JSON result unvalidated (actions outside :data:`ACTIONS` are refused)."""
         request = self._request(action, params, idempotency_key)
         timeout = self._remaining()
         try:

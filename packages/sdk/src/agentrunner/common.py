@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, ConfigDict, Field, JsonValue, model_validator
+from pydantic import AfterValidator, ConfigDict, Field, GetJsonSchemaHandler, JsonValue, model_validator
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema
 
 from ._base import ProtocolModel
 
@@ -46,6 +48,17 @@ class I18nObject(ProtocolModel):
         if isinstance(value, str):
             return {"en_US": value}
         return value
+
+    @classmethod
+    def __get_pydantic_json_schema__(
+        cls, core_schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        # The JSON Schema must accept the plain-string shorthand too, or schema-driven tools reject manifests
+        # the models accept.
+        schema = handler(core_schema)
+        if handler.mode == "validation":
+            return {"anyOf": [{"type": "string", "minLength": 1}, schema]}
+        return schema
 
     @model_validator(mode="after")
     def _not_empty(self) -> I18nObject:

@@ -1,0 +1,1 @@
+"""Tests of the SDK package ``agentrunner`` (a package so module names cannot clash with other suites)."""

@@ -1,0 +1,144 @@
+"""The public surface of each workspace package, pinned so that API growth shows up in a diff.
+
+Each package gets one test comparing its ``__all__`` with a literal sorted list. When you add or remove a public
+name on purpose, update the list in the same change. To pin another package, add a ``_<PACKAGE>_API`` list and
+one ``test_<package>_public_api_is_pinned`` test that calls :func:`_assert_pinned`.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+
+def _assert_pinned(module_name: str, expected: list[str]) -> None:
+    assert expected == sorted(expected), "keep the pinned list sorted"
+    module = importlib.import_module(module_name)
+    exported: tuple[str, ...] | list[str] = module.__all__
+    assert len(set(exported)) == len(exported), f"{module_name}.__all__ has duplicates"
+    assert sorted(exported) == expected
+    # `from <module> import <name>` is getattr on the module: every pinned name must resolve.
+    missing = [name for name in exported if not hasattr(module, name)]
+    assert missing == [], f"{module_name}.__all__ names what it does not define: {missing}"
+
+
+_SDK_API = [
+    "ACTIONS",
+    "APIError",
+    "APITransport",
+    "ActionRequestedData",
+    "ActionRequestedResult",
+    "ActionSpec",
+    "ActorContext",
+    "AdapterContext",
+    "AgentAPIError",
+    "AgentEventContext",
+    "AgentInput",
+    "AgentResources",
+    "AgentRunAPI",
+    "AgentRunContext",
+    "AgentRunRequest",
+    "AgentRunResult",
+    "AgentRunResultAdapter",
+    "AgentRunState",
+    "AgentRunner",
+    "AgentRunnerCapabilities",
+    "AgentRunnerContextPolicy",
+    "AgentRunnerError",
+    "AgentRunnerManifest",
+    "AgentRunnerPermissions",
+    "AgentRuntimeContext",
+    "AgentTrigger",
+    "ArtifactChunk",
+    "ArtifactCreatedData",
+    "ArtifactCreatedResult",
+    "ArtifactMetadata",
+    "ArtifactRef",
+    "AssistantMessage",
+    "AssistantMessageChunk",
+    "AudioContent",
+    "BackCallRequest",
+    "ChatMessage",
+    "ContentElement",
+    "ContextAPICapabilities",
+    "ContextAccess",
+    "ConversationContext",
+    "DeadlineExceededError",
+    "DeliveryContext",
+    "DynamicFormItemSchema",
+    "EventPage",
+    "EventRecord",
+    "FileContent",
+    "FileResource",
+    "FormOption",
+    "HistoryPage",
+    "I18nObject",
+    "ImageContent",
+    "InlineContextPolicy",
+    "InvalidArgumentError",
+    "InvalidRunnerIdError",
+    "KNOWN_RESULT_TYPES",
+    "KnowledgeBaseResource",
+    "KnowledgeHit",
+    "KnowledgeRetrieveResult",
+    "ListAgentRunnersResponse",
+    "MAX_STATE_VALUE_BYTES",
+    "MessageCompletedData",
+    "MessageCompletedResult",
+    "MessageDeltaData",
+    "MessageDeltaResult",
+    "ModelResource",
+    "ModelResponse",
+    "ModelStreamChunk",
+    "ModelToolCall",
+    "ModelUsage",
+    "NotFoundError",
+    "PROTOCOL_VERSION",
+    "ParsedResult",
+    "PayloadTooLargeError",
+    "PlatformActionReceipt",
+    "ProtocolError",
+    "RateLimitedError",
+    "RawEventRef",
+    "RerankItem",
+    "RerankResult",
+    "ResultEmitter",
+    "RunCompletedData",
+    "RunCompletedResult",
+    "RunFailedData",
+    "RunFailedResult",
+    "RunnerDefinitionError",
+    "RunnerId",
+    "RuntimeAPIError",
+    "STATE_SCOPES",
+    "StateEntry",
+    "StateListPage",
+    "StateScope",
+    "StateUpdatedData",
+    "StateUpdatedResult",
+    "StateValue",
+    "StaticContextRef",
+    "StorageEntry",
+    "StorageListPage",
+    "StorageResource",
+    "StorageValue",
+    "SubjectContext",
+    "TERMINAL_RESULT_TYPES",
+    "TextContent",
+    "ToolCallCompletedData",
+    "ToolCallCompletedResult",
+    "ToolCallResult",
+    "ToolCallStartedData",
+    "ToolCallStartedResult",
+    "ToolDetail",
+    "ToolResource",
+    "TranscriptItem",
+    "UnauthorizedError",
+    "UnknownResult",
+    "is_compatible_protocol",
+    "parse_result",
+]
+
+
+def test_sdk_public_api_is_pinned() -> None:
+    """``agentrunner.__all__`` is exactly the pinned list, and every name in it can be imported."""
+    _assert_pinned("agentrunner", _SDK_API)
