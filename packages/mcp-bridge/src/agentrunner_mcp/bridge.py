@@ -1,0 +1,144 @@
+"""``create_external_mcp_bridge``: the one helper a harness runner calls (OFFICIAL_RUNNER_PLUGINS §6.2)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from agentrunner import _json
+from agentrunner.api import AgentRunAPI
+from agentrunner.context import AgentRunContext
+
+from .projections import (
+    BridgeEndpoint,
+    HarnessTransport,
+    claude_allowed_tools,
+    claude_cli_args,
+    claude_mcp_config,
+    codex_cli_overrides,
+    codex_config_toml,
+    proxy_command,
+    proxy_env,
+    write_private_file,
+)
+from .server import BridgeServer, RunRegistration
+
+__all__ = ["CLAUDE_CONFIG_FILE", "CODEX_CONFIG_FILE", "ExternalMCPBridge", "create_external_mcp_bridge"]
+
+CLAUDE_CONFIG_FILE = "agentrunner-mcp.json"
+"""File name of the Claude Code ``--mcp-config`` document written by :meth:`ExternalMCPBridge.write_claude_config`."""
+CODEX_CONFIG_FILE = "config.toml"
+"""File name written by :meth:`ExternalMCPBridge.write_codex_config` (point ``CODEX_HOME`` at the directory)."""
+
+
+class ExternalMCPBridge:
+    """One run's bridge: its endpoint and token, and the harness configurations that reach it.
+
+    Valid while the ``create_external_mcp_bridge`` block runs; afterwards the token is refused.
+    """
+
+    endpoint: BridgeEndpoint
+    """Endpoint, token, server name and tool names."""
+
+    def __init__(self, registration: RunRegistration, server_name: str) -> None:
+        self._registration = registration
+        self.endpoint = BridgeEndpoint(
+            url=registration.url,
+            token=registration.token,
+            server_name=server_name,
+            tool_names=registration.tool_names,
+        )
+
+    @property
+    def url(self) -> str:
+        """Streamable-HTTP endpoint."""
+        return self.endpoint.url
+
+    @property
+    def token(self) -> str:
+        """The run's bearer token."""
+        return self.endpoint.token
+
+    @property
+    def tool_names(self) -> tuple[str, ...]:
+        """The run's tools."""
+        return self.endpoint.tool_names
+
+    @property
+    def closed(self) -> bool:
+        """The run's token has been revoked."""
+        return self._registration.closed
+
+    @property
+    def env(self) -> dict[str, str]:
+        """Environment for the harness: the stdio proxy's settings; also Codex's HTTP bearer token."""
+        return proxy_env(self.endpoint)
+
+    @property
+    def proxy_command(self) -> list[str]:
+        """Command of the stdio proxy."""
+        return proxy_command()
+
+    def close(self) -> None:
+        """Revoke the token now (the ``async with`` block does it on exit)."""
+        self._registration.close()
+
+    # ---- Claude Code -----------------------------------------------------------------------------------
+
+    def claude_mcp_config(self, *, transport: HarnessTransport = "http") -> dict[str, object]:
+        """The ``--mcp-config`` document."""
+        return claude_mcp_config(self.endpoint, transport=transport)
+
+    @property
+    def claude_allowed_tools(self) -> list[str]:
+        """``mcp__<server>__<tool>`` names for ``--allowedTools``."""
+        return claude_allowed_tools(self.endpoint)
+
+    def write_claude_config(self, directory: Path, *, transport: HarnessTransport = "http") -> Path:
+        """Write the ``--mcp-config`` file into *directory* (owner-only) and return its path."""
+        text = _json.dumps_str(self.claude_mcp_config(transport=transport))
+        return write_private_file(Path(directory) / CLAUDE_CONFIG_FILE, text)
+
+    def claude_cli_args(self, directory: Path, *, transport: HarnessTransport = "http") -> list[str]:
+        """Write the config into *directory* and return ``--mcp-config … --strict-mcp-config --allowedTools …``."""
+        return claude_cli_args(self.write_claude_config(directory, transport=transport), self.endpoint)
+
+    # ---- Codex -----------------------------------------------------------------------------------------
+
+    def codex_config_toml(self, *, transport: HarnessTransport = "http") -> str:
+        """The ``[mcp_servers.<name>]`` table (``required = true``, ``default_tools_approval_mode = "approve"``)."""
+        return codex_config_toml(self.endpoint, transport=transport)
+
+    def write_codex_config(self, directory: Path, *, transport: HarnessTransport = "http") -> Path:
+        """Write ``config.toml`` with the table into *directory* (owner-only; use it as ``CODEX_HOME`` or merge
+        it into one) and return its path."""
+        return write_private_file(
+            Path(directory) / CODEX_CONFIG_FILE, self.codex_config_toml(transport=transport)
+        )
+
+    def codex_cli_overrides(self, *, transport: HarnessTransport = "http") -> list[str]:
+        """The table as ``-c key=value`` arguments."""
+        return codex_cli_overrides(self.endpoint, transport=transport)
+
+
+@asynccontextmanager
+async def create_external_mcp_bridge(
+    ctx: AgentRunContext, api: AgentRunAPI, *, server: BridgeServer | None = None
+) -> AsyncGenerator[ExternalMCPBridge]:
+    """Expose the run's allowed tools to an external harness for the duration of the block.
+
+    Pass the host's long-lived *server* to register the run on it (milliseconds). Without one, a private
+    server is started for this run and stopped afterwards, which costs a server start-up per run.
+    On exit the run's token is revoked, so a harness still running can no longer reach the run.
+    """
+    own = server is None
+    bridge_server = BridgeServer() if server is None else server
+    if own:
+        await bridge_server.start()
+    try:
+        with bridge_server.open_run(ctx, api) as registration:
+            yield ExternalMCPBridge(registration, bridge_server.name)
+    finally:
+        if own:
+            await bridge_server.stop()

@@ -1,0 +1,406 @@
+"""``BridgeServer``: one long-lived MCP server (streamable HTTP on loopback) serving many runs.
+
+Each run is registered with :meth:`BridgeServer.open_run`, which mints a random bearer token bound to that
+run's :class:`~agentrunner.AgentRunContext` and :class:`~agentrunner.AgentRunAPI`. Every HTTP request is
+authenticated by its token before it reaches MCP; ``tools/list`` answers the tools that run's snapshot
+allows, and ``tools/call`` becomes one back-call through the run's API, so the host's dispatcher checks it
+against the same live run as any other back-call. Closing the registration revokes the token at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import ipaddress
+import logging
+import secrets
+import socket
+from collections.abc import Generator
+from dataclasses import dataclass, field
+from typing import Any, Final, Self
+
+import mcp_types as types
+import uvicorn
+from agentrunner.api import AgentRunAPI
+from agentrunner.context import AgentRunContext
+from agentrunner.errors import APIError
+from agentrunner.external_tools import ExposedTool, invoke_exposed_tool, run_tool_surface
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import Server
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
+from mcp.shared.exceptions import MCPError
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.types import Receive, Scope, Send
+
+from .errors import BridgeClosedError, BridgeNotStartedError, NonLoopbackBindError
+from .mcp_tools import api_error_result, mcp_tool, tool_result
+
+__all__ = ["DEFAULT_SERVER_NAME", "BridgeServer", "RunRegistration"]
+
+DEFAULT_SERVER_NAME: Final = "agentrunner"
+"""MCP server name, and the key harness configs use (Claude Code tools become ``mcp__agentrunner__<tool>``)."""
+
+_LOOPBACK_NAMES: Final = frozenset({"localhost"})
+_logger = logging.getLogger(__name__)
+
+
+def _is_loopback(host: str) -> bool:
+    if host in _LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _token_key(token: str) -> bytes:
+    # Runs are looked up by a digest of the token, so the lookup's timing tells nothing about a guess.
+    return hashlib.sha256(token.encode()).digest()
+
+
+@dataclass(eq=False, slots=True)
+class _Run:
+    key: str
+    token_key: bytes
+    ctx: AgentRunContext
+    api: AgentRunAPI
+    tools: dict[str, ExposedTool]
+    listing: types.ListToolsResult | None = None
+    user: AuthenticatedUser = field(init=False)
+
+    def __post_init__(self) -> None:
+        # The client id is the registration, so a session opened with one run's token is refused (404) when
+        # another token presents its session id: mcp binds sessions to the principal that created them.
+        self.user = AuthenticatedUser(AccessToken(token="", client_id=self.key, scopes=[]))
+
+    def list_tools(self) -> types.ListToolsResult:
+        if self.listing is None:
+            self.listing = types.ListToolsResult(tools=[mcp_tool(t) for t in self.tools.values()])
+        return self.listing
+
+
+class RunRegistration:
+    """One run's place on a :class:`BridgeServer`: its token, endpoint and tools. Close it when the run ends."""
+
+    run_id: str
+    """The run."""
+    token: str
+    """Bearer token of this run; a secret for the harness only."""
+    url: str
+    """The server's MCP endpoint."""
+    tool_names: tuple[str, ...]
+    """Names of the tools this run offers, in list order."""
+
+    def __init__(self, server: BridgeServer, run: _Run, token: str) -> None:
+        self._server = server
+        self._run = run
+        self.run_id = run.ctx.run_id
+        self.token = token
+        self.url = server.url
+        self.tool_names = tuple(run.tools)
+
+    @property
+    def closed(self) -> bool:
+        """The token is revoked."""
+        return not self._server.is_open(self._run)
+
+    def close(self) -> None:
+        """Revoke the token: from now on its requests answer 401 and its tools are gone. Idempotent."""
+        self._server.forget(self._run)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+class _AuthGate:
+    """ASGI front of the MCP endpoint: rebinding check, then bearer authentication, then the MCP transport."""
+
+    def __init__(self, bridge: BridgeServer) -> None:
+        self._bridge = bridge
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self._bridge.lifespan(scope, receive, send)
+            return
+        if scope["type"] != "http":  # pragma: no cover - uvicorn only sends http and lifespan here
+            return
+        bridge = self._bridge
+        if scope["path"] != bridge.path:
+            await Response("Not Found", status_code=404)(scope, receive, send)
+            return
+        request = Request(scope, receive)
+        # Host and Origin first: a page that rebinds a name to 127.0.0.1 learns nothing, not even whether a
+        # token it guessed is valid.
+        refusal = await bridge.security.validate_request(request, is_post=False)
+        if refusal is not None:
+            await refusal(scope, receive, send)
+            return
+        run = bridge.authenticate(request.headers.get("authorization"))
+        if run is None:
+            await _unauthorized(scope, receive, send)
+            return
+        scope["user"] = run.user
+        await bridge.session_manager.handle_request(scope, receive, send)
+
+
+async def _unauthorized(scope: Scope, receive: Receive, send: Send) -> None:
+    response = JSONResponse(
+        {"error": "invalid_token", "error_description": "a valid bearer token of a live run is required"},
+        status_code=401,
+        headers={"WWW-Authenticate": 'Bearer error="invalid_token"'},
+    )
+    await response(scope, receive, send)
+
+
+class _QuietServer(uvicorn.Server):
+    """uvicorn without its signal handlers: the embedding host owns the process's signals."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Generator[None]:
+        yield
+
+
+class BridgeServer:
+    """A long-lived MCP bridge serving many runs; start it once and reuse it.
+
+    Use it as an async context manager (``async with BridgeServer() as server``) or call :meth:`start` and
+    :meth:`stop`. It listens on 127.0.0.1 (a random free port by default) and refuses any non-loopback
+    address unless ``allow_non_loopback=True``.
+    """
+
+    host: str
+    """Address it listens on."""
+    path: str
+    """Path of the MCP endpoint."""
+    name: str
+    """MCP server name."""
+    security: TransportSecurityMiddleware
+    """Host/Origin checks against DNS rebinding."""
+    session_manager: StreamableHTTPSessionManager
+    """mcp's streamable-HTTP session manager."""
+
+    def __init__(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        path: str = "/mcp",
+        name: str = DEFAULT_SERVER_NAME,
+        allow_non_loopback: bool = False,
+        allowed_hosts: list[str] | None = None,
+        allowed_origins: list[str] | None = None,
+        session_idle_timeout: float = 600.0,
+    ) -> None:
+        if not _is_loopback(host) and not allow_non_loopback:
+            raise NonLoopbackBindError(
+                f"refusing to listen on non-loopback address {host!r}; pass allow_non_loopback=True to do so"
+            )
+        self.host = host
+        self._port = port
+        self.path = path
+        self.name = name
+        hosts = ["127.0.0.1:*", "localhost:*", "[::1]:*"]
+        origins = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
+        if not _is_loopback(host):
+            hosts.append(f"{host}:*")
+            origins.append(f"http://{host}:*")
+        self.security = TransportSecurityMiddleware(
+            TransportSecuritySettings(
+                enable_dns_rebinding_protection=True,
+                allowed_hosts=allowed_hosts if allowed_hosts is not None else hosts,
+                allowed_origins=allowed_origins if allowed_origins is not None else origins,
+            )
+        )
+        self._runs: dict[bytes, _Run] = {}
+        self._by_key: dict[str, _Run] = {}
+        self._anonymous: _Run | None = None
+        self._mcp: Server[Any] = Server(
+            name, version="1", on_list_tools=self._on_list_tools, on_call_tool=self._on_call_tool
+        )
+        self.session_manager = StreamableHTTPSessionManager(
+            app=self._mcp,
+            security_settings=self.security.settings,
+            session_idle_timeout=session_idle_timeout,
+        )
+        self.app = _AuthGate(self)
+        """The ASGI application (for embedding in another server instead of :meth:`start`)."""
+        self._uvicorn: uvicorn.Server | None = None
+        self._serving: asyncio.Task[None] | None = None
+        self._bound_port: int | None = None
+
+    # ---- lifecycle -------------------------------------------------------------------------------------
+
+    @property
+    def port(self) -> int:
+        """The port it listens on (known once started)."""
+        if self._bound_port is None:
+            raise BridgeNotStartedError("the bridge server is not started")
+        return self._bound_port
+
+    @property
+    def url(self) -> str:
+        """The MCP endpoint, e.g. ``http://127.0.0.1:43121/mcp``."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}{self.path}"
+
+    @property
+    def started(self) -> bool:
+        """Serving requests."""
+        return self._serving is not None and not self._serving.done()
+
+    async def start(self) -> None:
+        """Bind and start serving in the current event loop."""
+        if self._serving is not None:
+            raise BridgeNotStartedError("a BridgeServer starts once; create a new one to serve again")
+        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((self.host, self._port))
+        except BaseException:
+            sock.close()
+            raise
+        self._bound_port = sock.getsockname()[1]
+        config = uvicorn.Config(
+            self.app,
+            log_level="warning",
+            access_log=False,
+            lifespan="on",
+            timeout_graceful_shutdown=2,
+        )
+        server = _QuietServer(config)
+        self._uvicorn = server
+        self._serving = asyncio.create_task(server.serve(sockets=[sock]), name="agentrunner-mcp-bridge")
+        try:
+            while not server.started:
+                if self._serving.done():
+                    await self._serving
+                    raise BridgeNotStartedError("the bridge server stopped while starting")
+                await asyncio.sleep(0.005)
+        finally:
+            if not server.started:
+                sock.close()
+
+    async def stop(self) -> None:
+        """Revoke every run and stop serving."""
+        for run in list(self._runs.values()):
+            self.forget(run)
+        self._anonymous = None
+        if self._uvicorn is not None and self._serving is not None:
+            self._uvicorn.should_exit = True
+            await self._serving
+        self._uvicorn = None
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
+
+    async def lifespan(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """ASGI lifespan: runs mcp's session manager for as long as the server lives."""
+        message = await receive()
+        assert message["type"] == "lifespan.startup"
+        async with self.session_manager.run():
+            await send({"type": "lifespan.startup.complete"})
+            message = await receive()
+        await send({"type": "lifespan.shutdown.complete"})
+
+    # ---- runs ------------------------------------------------------------------------------------------
+
+    def open_run(self, ctx: AgentRunContext, api: AgentRunAPI) -> RunRegistration:
+        """Register a run and mint its bearer token. Cheap (no I/O); close the registration when the run ends."""
+        if api.run_id != ctx.run_id:
+            raise ValueError(f"the API is bound to run {api.run_id!r}, not {ctx.run_id!r}")
+        token = secrets.token_urlsafe(32)
+        run = _Run(
+            key=secrets.token_hex(8),
+            token_key=_token_key(token),
+            ctx=ctx,
+            api=api,
+            tools={t.name: t for t in run_tool_surface(ctx)},
+        )
+        self._runs[run.token_key] = run
+        self._by_key[run.key] = run
+        return RunRegistration(self, run, token)
+
+    def open_anonymous_fixture_run(self, ctx: AgentRunContext, api: AgentRunAPI) -> RunRegistration:
+        """TEST FIXTURE ONLY: bind *ctx* to requests that carry **no** token (for the MCP conformance suite).
+
+        The suite's client sends no ``Authorization`` header, so this one run answers token-less requests. It
+        is refused on a non-loopback server; never use it for a real run.
+        """
+        if not _is_loopback(self.host):
+            raise NonLoopbackBindError("an anonymous fixture run is only allowed on a loopback server")
+        registration = self.open_run(ctx, api)
+        self._anonymous = registration._run  # pyright: ignore[reportPrivateUsage]
+        return registration
+
+    def is_open(self, run: _Run) -> bool:
+        """Whether *run* is still registered."""
+        return self._by_key.get(run.key) is run
+
+    def forget(self, run: _Run) -> None:
+        """Revoke *run*'s token (used by :meth:`RunRegistration.close`)."""
+        self._runs.pop(run.token_key, None)
+        self._by_key.pop(run.key, None)
+        if self._anonymous is run:
+            self._anonymous = None
+
+    @property
+    def open_runs(self) -> int:
+        """How many runs are registered."""
+        return len(self._runs)
+
+    def authenticate(self, authorization: str | None) -> _Run | None:
+        """The live run an ``Authorization`` header value names, if any."""
+        if authorization is None:
+            return self._anonymous
+        scheme, _, token = authorization.partition(" ")
+        if scheme.lower() != "bearer" or not token:
+            return None
+        return self._runs.get(_token_key(token.strip()))
+
+    def _run_of(self, ctx: ServerRequestContext[Any]) -> _Run:
+        request: Any = ctx.request
+        user = request.scope.get("user") if request is not None else None
+        run = self._by_key.get(user.access_token.client_id) if isinstance(user, AuthenticatedUser) else None
+        if run is None:
+            # The token was revoked after this request was authenticated: the run is over.
+            raise BridgeClosedError("this run's bridge is closed")
+        return run
+
+    # ---- MCP handlers ----------------------------------------------------------------------------------
+
+    async def _on_list_tools(
+        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        try:
+            return self._run_of(ctx).list_tools()
+        except BridgeClosedError as exc:
+            raise MCPError(types.INVALID_REQUEST, exc.message) from exc
+
+    async def _on_call_tool(
+        self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        try:
+            run = self._run_of(ctx)
+        except BridgeClosedError as exc:
+            raise MCPError(types.INVALID_REQUEST, exc.message) from exc
+        tool = run.tools.get(params.name)
+        if tool is None:
+            raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name}")
+        try:
+            result = await invoke_exposed_tool(tool, run.ctx, run.api, params.arguments)
+        except APIError as exc:
+            return api_error_result(exc)
+        return tool_result(tool, result)

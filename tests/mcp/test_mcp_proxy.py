@@ -1,0 +1,61 @@
+"""The stdio proxy: a real ``mcp`` stdio client drives ``python -m agentrunner_mcp.proxy`` against the bridge."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import AsyncGenerator
+
+import anyio
+import pytest
+import pytest_asyncio
+from agentrunner_mcp import PROXY_TOKEN_ENV, PROXY_URL_ENV, BridgeServer, create_external_mcp_bridge
+from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.shared.exceptions import MCPError
+from mcp_bridge_fakes import FakeTransport, make_api, make_context
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def server() -> AsyncGenerator[BridgeServer]:
+    async with BridgeServer() as bridge:
+        yield bridge
+
+
+def _params(command: list[str], env: dict[str, str]) -> StdioServerParameters:
+    return StdioServerParameters(command=command[0], args=command[1:], env={**os.environ, **env})
+
+
+async def test_the_proxy_lists_and_calls_the_runs_tools_over_stdio(server: BridgeServer) -> None:
+    """Through the proxy command a stdio client sees the run's tools and its calls reach the run's host."""
+    transport = FakeTransport(
+        {"state.get": lambda r: {"scope": "runner", "key": "k", "value": 42, "exists": True}}
+    )
+    ctx = make_context("run-stdio", state=True)
+    async with create_external_mcp_bridge(ctx, make_api(ctx, transport), server=server) as bridge:
+        params = _params(bridge.proxy_command, bridge.env)
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as client:
+            await client.initialize()
+            names = [t.name for t in (await client.list_tools()).tools]
+            result = await client.call_tool("state_get", {"scope": "runner", "key": "k"})
+            # The bridge closes under a running proxy: the harness's next call fails instead of reaching the host.
+            bridge.close()
+            with pytest.raises(MCPError):
+                await client.call_tool("state_get", {"scope": "runner", "key": "k"})
+    assert names == ["current_event", "state_get", "state_set"]
+    assert result.structured_content is not None
+    assert result.structured_content["value"] == 42
+    assert [(r.run_id, r.action) for r in transport.requests] == [("run-stdio", "state.get")]
+
+
+async def test_the_proxy_refuses_to_start_without_its_settings() -> None:
+    """Without ``AGENTRUNNER_MCP_URL``/``AGENTRUNNER_MCP_TOKEN`` the proxy exits 2 naming what is missing."""
+    env = {k: v for k, v in os.environ.items() if k not in (PROXY_URL_ENV, PROXY_TOKEN_ENV)}
+    env[PROXY_URL_ENV] = "http://127.0.0.1:9/mcp"
+    done = await anyio.run_process(
+        [sys.executable, "-m", "agentrunner_mcp.proxy"], env=env, check=False, stdin=subprocess.DEVNULL
+    )
+    assert done.returncode == 2
+    assert PROXY_TOKEN_ENV in done.stderr.decode()
