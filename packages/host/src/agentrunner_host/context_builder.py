@@ -7,8 +7,10 @@ branches on is filled from the event, the binding and the run's authorization sn
 from __future__ import annotations
 
 import hashlib
+import itertools
 import re
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +22,7 @@ from agentrunner import (
     AgentRunState,
     AgentRuntimeContext,
     AgentTrigger,
+    ContentElement,
     ContextAccess,
     ConversationContext,
     DeliveryContext,
@@ -76,10 +79,10 @@ def is_secret_name(name: str) -> bool:
     words = [w.lower() for w in _WORD.findall(name)]
     if any(w in _SECRET_WORDS for w in words):
         return True
-    return any((a, b) in _SECRET_PAIRS for a, b in zip(words, words[1:], strict=False))
+    return any(pair in _SECRET_PAIRS for pair in itertools.pairwise(words))
 
 
-def filter_params(params: dict[str, JsonValue]) -> dict[str, JsonValue]:
+def filter_params(params: Mapping[str, Any]) -> dict[str, Any]:
     """Entry parameters safe to show a runner: no ``_``-prefixed or secret-looking names."""
     return {k: v for k, v in params.items() if not k.startswith("_") and not is_secret_name(k)}
 
@@ -151,7 +154,7 @@ class ContextBuilder:
         caps = snapshot.capabilities
         data = event_data if event_data is not None else self.event_data(event)[0]
 
-        contents = list(event.input.contents)
+        contents: list[ContentElement] = list(event.input.contents)
         if not caps.multimodal_input:
             # Runners that did not declare multimodal input get the text parts and the artifact refs only.
             contents = [c for c in contents if isinstance(c, TextContent)]

@@ -145,10 +145,9 @@ class BackCallDispatcher:
         """Serve one call."""
         started = time.monotonic()
         live: LiveRun | None = None
-        resource: str | None = None
+        resource = _resource_of(request.params)
         try:
             live, spec_params = self._admit(request)
-            resource = _resource_of(request.action, spec_params)
             spec = ACTIONS[request.action]
             if spec.streaming:
                 raise InvalidArgumentError(f"{request.action} is a streaming action; use the stream call")
@@ -182,10 +181,9 @@ class BackCallDispatcher:
         """Serve a streaming call chunk by chunk."""
         started = time.monotonic()
         live: LiveRun | None = None
-        resource: str | None = None
+        resource = _resource_of(request.params)
         try:
             live, params = self._admit(request)
-            resource = _resource_of(request.action, params)
             if not ACTIONS[request.action].streaming:
                 raise InvalidArgumentError(f"{request.action} is not a streaming action")
             stream = self._execute_stream(live, request.action, params)
@@ -404,9 +402,10 @@ def _require(flag: bool, action: str) -> None:
         raise UnauthorizedError(f"{action} is not permitted in this run")
 
 
-def _resource_of(action: str, params: BaseModel) -> str | None:
+def _resource_of(params: dict[str, Any]) -> str | None:
+    """The resource a call names, for the audit trail (read before validation so denials name it too)."""
     for name in ("model_id", "tool_name", "kb_id", "artifact_id", "event_id", "key", "conversation_id"):
-        value = getattr(params, name, None)
+        value = params.get(name)
         if isinstance(value, str):
-            return value
+            return value[:200]
     return None

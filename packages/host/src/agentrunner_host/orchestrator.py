@@ -359,12 +359,16 @@ class Orchestrator:
         else:
             obj: object = raw  # an in-process runner can yield anything at run time
             if not isinstance(obj, (AgentRunResultBase, UnknownResult)):  # pyright: ignore[reportUnnecessaryIsInstance]
-                raise _Violation("runner.invalid_result", f"the runner yielded a {type(obj).__name__}, not a result")
+                raise _Violation(
+                    "runner.invalid_result", f"the runner yielded a {type(obj).__name__}, not a result"
+                )
             parsed = raw
             payload = raw.model_dump(mode="json")
             size = json.json_size(payload)
             if size > policy.max_result_bytes:
-                raise _Violation("payload_too_large", f"a result of {size} bytes exceeds {policy.max_result_bytes}")
+                raise _Violation(
+                    "payload_too_large", f"a result of {size} bytes exceeds {policy.max_result_bytes}"
+                )
 
         if isinstance(parsed, UnknownResult):
             self._warn(state, "result.unknown_type", f"ignored a result of unknown type {parsed.type!r}")

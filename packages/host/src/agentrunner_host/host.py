@@ -1,0 +1,93 @@
+"""``Host``: the pieces wired together (registry, snapshots, dispatcher, orchestrator, stores)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from agentrunner import AgentRunner
+
+from .authorization import SnapshotBuilder
+from .bindings import BindingSet
+from .catalog import ResourceCatalog, SelectorRegistry
+from .context_builder import ContextBuilder
+from .dispatcher import BackCallDispatcher
+from .inprocess import InProcessConnection
+from .models import AgentBinding
+from .orchestrator import Orchestrator
+from .providers import KnowledgeProvider, ModelProvider, ToolProvider
+from .registry import RunnerRegistry
+from .transport import RunnerConnection
+
+__all__ = ["Host"]
+
+
+class Host:
+    """A host in one object. Build it with :meth:`create`; close it with :meth:`aclose`."""
+
+    def __init__(
+        self,
+        *,
+        registry: RunnerRegistry,
+        dispatcher: BackCallDispatcher,
+        orchestrator: Orchestrator,
+        catalog: ResourceCatalog,
+        stores: Any = None,
+    ) -> None:
+        self.registry = registry
+        self.dispatcher = dispatcher
+        self.orchestrator = orchestrator
+        self.catalog = catalog
+        self.stores = stores
+
+    @classmethod
+    def create(
+        cls,
+        *,
+        bindings: Iterable[AgentBinding] = (),
+        plugins: Mapping[str, Iterable[AgentRunner]] | None = None,
+        connections: Iterable[RunnerConnection] = (),
+        catalog: ResourceCatalog | None = None,
+        selectors: SelectorRegistry | None = None,
+        models: ModelProvider | None = None,
+        tools: ToolProvider | None = None,
+        knowledge: KnowledgeProvider | None = None,
+        stores: Any = None,
+        pull: Any = None,
+        host_version: str | None = None,
+        max_timeout_seconds: float = 3600.0,
+    ) -> Host:
+        """Wire a host. ``plugins`` maps plugin ids (``author/plugin``) to in-process runner instances."""
+        catalog = catalog or ResourceCatalog()
+        dispatcher = BackCallDispatcher(
+            pull=pull,
+            models=models,
+            tools=tools,
+            knowledge=knowledge,
+            idempotency=getattr(stores, "idempotency", None),
+        )
+        registry = RunnerRegistry(connections)
+        for plugin_id, runners in (plugins or {}).items():
+            registry.add(InProcessConnection(plugin_id, runners, handler=dispatcher))
+        orchestrator = Orchestrator(
+            registry=registry,
+            snapshots=SnapshotBuilder(catalog, selectors=selectors, max_timeout_seconds=max_timeout_seconds),
+            dispatcher=dispatcher,
+            contexts=ContextBuilder(host_version=host_version),
+            bindings=BindingSet(bindings),
+            stores=stores,
+            pull=pull,
+        )
+        return cls(
+            registry=registry,
+            dispatcher=dispatcher,
+            orchestrator=orchestrator,
+            catalog=catalog,
+            stores=stores,
+        )
+
+    async def aclose(self) -> None:
+        """Cancel live runs and close plugin connections."""
+        await self.orchestrator.aclose()
+        for conn in self.registry.connections():
+            await conn.aclose()

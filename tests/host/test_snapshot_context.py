@@ -1,0 +1,257 @@
+"""The authorization snapshot (manifest ∩ binding ∩ event) and the event-first context built from it."""
+
+from __future__ import annotations
+
+import pytest
+from agentrunner import (
+    AgentRunnerPermissions,
+    ArtifactRef,
+    DynamicFormItemSchema,
+    FileResource,
+    I18nObject,
+    ImageContent,
+    KnowledgeBaseResource,
+    ModelResource,
+    TextContent,
+    ToolResource,
+)
+from agentrunner_host.authorization import AuthorizationSnapshot, SnapshotBuilder
+from agentrunner_host.catalog import ResourceCatalog
+from agentrunner_host.context_builder import ContextBuilder, HistoryHandles, filter_params, is_secret_name
+from agentrunner_host.models import AgentEventEnvelope, ResourcePolicy, RunPolicy, StatePolicy
+from agentrunner_host.registry import RunnerDescriptor
+from pydantic import ValidationError
+
+from .fakes import binding, event, manifest
+
+CATALOG = ResourceCatalog(
+    models=[
+        ModelResource(model_id="m1"),
+        ModelResource(model_id="m2"),
+        ModelResource(model_id="r1", model_type="rerank"),
+    ],
+    tools=[ToolResource(tool_name="t1"), ToolResource(tool_name="t2")],
+    knowledge_bases=[KnowledgeBaseResource(kb_id="k1"), KnowledgeBaseResource(kb_id="k2")],
+    files=[FileResource(file_id="f1", kind="config", artifact=ArtifactRef(artifact_id="art-f1"))],
+)
+SCHEMA = [
+    DynamicFormItemSchema(name="model", label=I18nObject(en_US="M"), type="model-fallback-selector"),
+    DynamicFormItemSchema(
+        name="rerank", label=I18nObject(en_US="R"), type="rerank-model-selector", default="r1"
+    ),
+    DynamicFormItemSchema(name="kbs", label=I18nObject(en_US="K"), type="knowledge-base-multi-selector"),
+    DynamicFormItemSchema(name="api_key", label=I18nObject(en_US="Key"), type="string", secret=True),
+]
+ALL = AgentRunnerPermissions(
+    models=["invoke", "stream", "rerank"],
+    tools=["call"],
+    knowledge_bases=["retrieve"],
+    history=["page", "search"],
+    events=["get"],
+    artifacts=["metadata", "read"],
+    storage=["plugin", "workspace", "binding"],
+    files=["config"],
+)
+CONFIG = {
+    "model": {"primary": "m1", "fallbacks": ["m2", "__none__", "missing"]},
+    "kbs": ["k1"],
+    "api_key": "sk-1",
+}
+
+
+def descriptor(**kw: bool) -> RunnerDescriptor:
+    flags: dict[str, bool] = {"tool_calling": True, "knowledge_retrieval": True} | kw
+    man = manifest(permissions=ALL, config_schema=SCHEMA, **flags)  # pyright: ignore[reportArgumentType]
+    return RunnerDescriptor(runner_id=man.id, plugin_id="test/fake", manifest=man)
+
+
+def build(
+    *,
+    policy: ResourcePolicy | None = None,
+    state: StatePolicy | None = None,
+    ev: AgentEventEnvelope | None = None,
+    **kw: bool,
+) -> AuthorizationSnapshot:
+    b = binding(
+        config=CONFIG,
+        resource_policy=policy or ResourcePolicy(tools=["t1"], files=["f1"]),
+        state_policy=state,
+    )
+    return SnapshotBuilder(CATALOG).build(
+        run_id="run_1", descriptor=descriptor(**kw), binding=b, event=ev or event(workspace_id="ws")
+    )
+
+
+def test_models_come_from_the_config_selection_with_roles_and_operations_by_type() -> None:
+    """Primary/fallbacks/rerank selected by the form (defaults included), unknown ids and sentinels skipped."""
+    snap = build()
+    got = {(m.model_id, m.role, tuple(m.operations)) for m in snap.resources.models}
+    assert got == {
+        ("m1", "primary", ("invoke", "stream")),
+        ("m2", "fallback", ("invoke", "stream")),
+        ("r1", "rerank", ("rerank",)),
+    }
+
+
+def test_a_policy_model_list_is_exact() -> None:
+    """With an explicit model list the binding grants exactly those models."""
+    snap = build(policy=ResourcePolicy(models=["m2"]))
+    assert [m.model_id for m in snap.resources.models] == ["m2"]
+
+
+def test_capabilities_gate_tools_and_knowledge_bases() -> None:
+    """Without tool_calling / knowledge_retrieval the run gets no tools / knowledge bases."""
+    snap = build(tool_calling=False, knowledge_retrieval=False)  # overrides
+    assert snap.resources.tools == [] and snap.resources.knowledge_bases == []
+    full = build()
+    assert [t.tool_name for t in full.resources.tools] == ["t1"]
+    assert [k.kb_id for k in full.resources.knowledge_bases] == ["k1"]
+
+
+def test_files_and_storage_need_both_permission_and_policy_and_scope() -> None:
+    """Files by grant; storage areas by permission ∩ policy, workspace storage only with a workspace."""
+    snap = build(policy=ResourcePolicy(files=["f1"], storage=["plugin", "workspace"]))
+    assert [f.file_id for f in snap.resources.files] == ["f1"]
+    assert "art-f1" in snap.artifact_ids
+    assert snap.storage_owners == {"plugin": "test/fake", "workspace": "ws"}
+    no_ws = build(policy=ResourcePolicy(storage=["workspace"]), ev=event())
+    assert no_ws.storage_owners == {} and not no_ws.available_apis.storage
+
+
+def test_state_scopes_need_the_identity_they_are_keyed_by() -> None:
+    """Conversation/actor/subject scopes appear only when the event has those identities; owners are tuples."""
+    snap = build(state=StatePolicy(scopes=["conversation", "actor", "subject", "runner", "workspace"]))
+    assert set(snap.state_owners) == {"conversation", "actor", "runner", "workspace"}
+    assert snap.state_owners["conversation"] == ("plugin:test/fake/default", "b-1", "conv-1", "")
+    off = build(state=StatePolicy(enabled=False))
+    assert off.state_owners == {} and not off.available_apis.state
+
+
+def test_history_apis_follow_permissions_policy_and_the_event_having_a_conversation() -> None:
+    """No conversation → no history/event APIs; policy can switch history off."""
+    assert build().available_apis.history_page
+    assert not build(ev=event(conversation_id=None)).available_apis.history_page
+    assert not build(policy=ResourcePolicy(history=False)).available_apis.event_get
+    assert build().available_apis.prompt_get is False
+
+
+def test_the_snapshot_is_frozen_and_its_hash_is_stable() -> None:
+    """A snapshot cannot be changed after it is built, and equal inputs hash equally."""
+    a, b = build(), build()
+    with pytest.raises(ValidationError):
+        a.run_id = "other"
+    assert (
+        a.model_copy(update={"issued_at": 0, "deadline_at": 0}).digest()
+        == b.model_copy(update={"issued_at": 0, "deadline_at": 0}).digest()
+    )
+
+
+def test_the_deadline_is_capped_by_the_host_maximum() -> None:
+    """A binding cannot ask for more than the host allows."""
+    b = binding(run_policy=RunPolicy(timeout_seconds=99999))
+    snap = SnapshotBuilder(CATALOG, max_timeout_seconds=60).build(
+        run_id="r", descriptor=descriptor(), binding=b, event=event(), now=1000.0
+    )
+    assert snap.deadline_at == 1060.0
+
+
+def test_the_context_is_event_first_and_inlines_no_history() -> None:
+    """Only the current event, handles and the snapshot's projection reach the runner."""
+    snap = build()
+    ctx = ContextBuilder().build(
+        snapshot=snap,
+        binding=binding(config=CONFIG),
+        event=event("hi", bot_id="bot"),
+        history=HistoryHandles(latest_cursor="c", transcript_seq=3, event_seq=7),
+    )
+    dumped = ctx.model_dump()
+    assert "messages" not in dumped and "bootstrap" not in dumped
+    assert ctx.trigger.type == "message.received" and ctx.trigger.source == "api"
+    assert (
+        ctx.context.inline_policy.mode == "current_event" and ctx.context.inline_policy.delivered_count == 0
+    )
+    assert ctx.context.latest_cursor == "c" and ctx.context.has_history_before and ctx.context.event_seq == 7
+    assert ctx.context.available_apis == snap.available_apis
+    assert ctx.resources == snap.resources
+    assert ctx.config == CONFIG
+    assert ctx.runtime.deadline_at == snap.deadline_at and ctx.runtime.protocol_version == "1"
+    assert (
+        ctx.runtime.metadata["session_key"]
+        == ContextBuilder()
+        .build(snapshot=snap, binding=binding(config=CONFIG), event=event("other text", bot_id="bot"))
+        .runtime.metadata["session_key"]
+    )
+    assert set(ctx.runtime.static_refs) == {"system_policy", "tool_schemas", "resource_manifest"}
+
+
+def test_static_refs_are_stable_and_exclude_secret_config() -> None:
+    """The system-policy hash ignores secret-looking fields and stays equal across runs."""
+    snap = build()
+    one = ContextBuilder().build(snapshot=snap, binding=binding(config=CONFIG), event=event())
+    other = ContextBuilder().build(
+        snapshot=snap, binding=binding(config={**CONFIG, "api_key": "sk-2"}), event=event()
+    )
+    assert one.runtime.static_refs == other.runtime.static_refs
+
+
+def test_a_runner_without_multimodal_input_gets_text_parts_and_artifact_refs_only() -> None:
+    """Images are dropped from contents for text-only runners; attachments stay."""
+    ev = event(
+        "look",
+        input={
+            "text": "look",
+            "contents": [
+                TextContent(text="look").model_dump(),
+                ImageContent(url="https://x/y.png").model_dump(),
+            ],
+            "attachments": [ArtifactRef(artifact_id="att-1").model_dump()],
+        },
+    )
+    text_only = ContextBuilder().build(snapshot=build(), binding=binding(), event=ev)
+    assert [c.type for c in text_only.input.contents] == ["text"]
+    assert [a.artifact_id for a in text_only.input.attachments] == ["att-1"]
+    multi = ContextBuilder().build(snapshot=build(multimodal_input=True), binding=binding(), event=ev)
+    assert [c.type for c in multi.input.contents] == ["text", "image"]
+
+
+def test_large_event_data_is_not_inlined() -> None:
+    """event.data over the cap is replaced by a marker (the host keeps the payload)."""
+    ev = event(data={"blob": "x" * 50_000})
+    builder = ContextBuilder(max_event_data_bytes=1024)
+    data, too_big = builder.event_data(ev)
+    assert too_big and data["truncated"] is True
+
+
+def test_adapter_params_drop_internal_and_secret_looking_names_only() -> None:
+    """Whole-word secret detection: api_key/token/password go; keyword/monkey stay."""
+    params = {
+        "_internal": 1,
+        "api_key": "x",
+        "apiKey": "x",
+        "my_token_value": "x",
+        "user_password_hash": "x",
+        "keyword": "k",
+        "monkey": "m",
+        "launcher_type": "group",
+        "sender_name": "Ada",
+    }
+    assert filter_params(params) == {
+        "keyword": "k",
+        "monkey": "m",
+        "launcher_type": "group",
+        "sender_name": "Ada",
+    }
+    assert is_secret_name("client_secret") and is_secret_name("accessKey")
+    assert not is_secret_name("tokenizer_name") and not is_secret_name("primary_key_column")
+
+
+def test_streaming_is_offered_only_when_surface_binding_and_runner_agree() -> None:
+    """delivery.supports_streaming needs the surface, the binding's policy and the runner's capability."""
+    snap = build()
+    assert ContextBuilder().build(snapshot=snap, binding=binding(), event=event()).delivery.supports_streaming
+    no_stream = build(streaming=False)
+    assert (
+        not ContextBuilder()
+        .build(snapshot=no_stream, binding=binding(), event=event())
+        .delivery.supports_streaming
+    )
