@@ -12,8 +12,10 @@ import httpx2
 import pytest
 import pytest_asyncio
 from agentrunner.actions import BackCallRequest
+from agentrunner.api import AgentRunAPI
 from agentrunner.errors import UnauthorizedError
 from agentrunner_mcp import BridgeServer, NonLoopbackBindError, RunRegistration
+from agentrunner_mcp.conformance_fixture import FixtureTransport, fixture_context
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
@@ -290,3 +292,31 @@ async def test_an_api_bound_to_another_run_is_rejected() -> None:
     other = make_context("run-2")
     with pytest.raises(ValueError, match="run-2"):
         BridgeServer().open_run(ctx, make_api(other, FakeTransport()))
+
+
+async def test_the_conformance_fixture_serves_token_less_requests_only_while_open() -> None:
+    """The anonymous fixture run answers requests without a token; closing it restores the 401."""
+    ctx = fixture_context()
+    async with BridgeServer() as own:
+        fixture = own.open_anonymous_fixture_run(ctx, AgentRunAPI(FixtureTransport(), run_id=ctx.run_id))
+        async with (
+            httpx2.AsyncClient(timeout=10) as http,
+            streamable_http_client(own.url, http_client=http) as (read, write),
+            ClientSession(read, write) as client,
+        ):
+            await client.initialize()
+            simple = await client.call_tool("test_simple_text", {})
+            failing = await client.call_tool("test_error_handling", {})
+        assert (await raw_initialize(own.url, {"Authorization": "Bearer wrong"})).status_code == 401
+        fixture.close()
+        assert (await raw_initialize(own.url, {})).status_code == 401
+    assert _text(simple.content[0]) == "This is a simple text response for testing."
+    assert failing.is_error is True
+
+
+async def test_the_anonymous_fixture_is_refused_off_loopback() -> None:
+    """A server bound beyond loopback never accepts token-less requests."""
+    ctx = make_context("run-anon")
+    wide = BridgeServer(host="0.0.0.0", allow_non_loopback=True)
+    with pytest.raises(NonLoopbackBindError):
+        wide.open_anonymous_fixture_run(ctx, make_api(ctx, FakeTransport()))
