@@ -81,7 +81,7 @@ def test_disjoint_filters_or_event_types_are_not_a_conflict() -> None:
 def test_disabled_bindings_never_match_and_no_match_is_a_typed_error() -> None:
     """No enabled binding → BindingNotFoundError; duplicates ids are refused."""
     off = binding(binding_id="off").model_copy(update={"enabled": False})
-    with pytest.raises(BindingNotFoundError, match="message.received"):
+    with pytest.raises(BindingNotFoundError, match=r"message\.received"):
         BindingSet([off]).resolve(event())
     with pytest.raises(ConfigurationError, match="duplicate"):
         BindingSet([binding(binding_id="x", event_types=["a"]), binding(binding_id="x", event_types=["b"])])
@@ -173,5 +173,5 @@ async def test_install_and_remove_refresh_the_registry() -> None:
         await registry.get("plugin:acme/bot/default")
     registry.add(FakeConnection("new/one", [m("new/one", "default")]))
     assert (await registry.get("plugin:new/one/default")).runner_id == "plugin:new/one/default"
-    with pytest.raises(RunnerNotFoundError, match="invalid|prefix"):
+    with pytest.raises(RunnerNotFoundError, match=r"invalid|prefix"):
         await registry.get("local-agent")

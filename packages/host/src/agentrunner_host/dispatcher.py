@@ -372,6 +372,9 @@ class BackCallDispatcher:
         decision: str,
         started: float,
     ) -> None:
+        if live is None:
+            # Denied before admission: still file it under the run it named, when that run is live.
+            live = self._live.get(request.run_id)
         record = AuditRecord(
             run_id=request.run_id,
             runner_id=live.snapshot.runner_id if live else "",

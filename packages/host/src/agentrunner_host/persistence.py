@@ -1,0 +1,257 @@
+"""How a run becomes stored facts: the event, the run's start and end, its results, its transcript items and
+its host records (the audit trail). Two transactions per run (start, end) plus one per state update; the
+projection of results into transcript items lives here and nowhere else."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from agentrunner import ArtifactRef
+
+from .access import ConversationKey
+from .authorization import snapshot_json
+from .context_builder import HistoryHandles
+from .dispatcher import LiveRun
+from .models import AgentEventEnvelope
+from .stores import (
+    ArtifactOwner,
+    EventEntry,
+    HostStores,
+    ResultRecord,
+    RunFinish,
+    RunStart,
+    TranscriptEntry,
+)
+
+if TYPE_CHECKING:
+    from .orchestrator import _RunState  # pyright: ignore[reportPrivateUsage]
+
+__all__ = ["event_entry", "persist_finish", "run_start", "store_runner_artifact", "user_turn"]
+
+_SUMMARY = 200
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def event_entry(event: AgentEventEnvelope) -> EventEntry:
+    """The event-log entry of an incoming event."""
+    text = event.input.text
+    return EventEntry(
+        event_id=event.event_id,
+        event_type=event.event_type,
+        source=event.source,
+        kind="event",
+        conversation_id=event.conversation_id,
+        thread_id=event.thread_id,
+        workspace_id=event.workspace_id,
+        bot_id=event.bot_id,
+        actor_type=event.actor.actor_type if event.actor else None,
+        actor_id=event.actor.actor_id if event.actor else None,
+        subject_type=event.subject.subject_type if event.subject else None,
+        subject_id=event.subject.subject_id if event.subject else None,
+        source_event_type=event.source_event_type,
+        summary=text[:_SUMMARY] if text else None,
+        data={
+            "input": event.input.model_dump(mode="json", exclude={"message_chain"}),
+            "subject": event.subject.model_dump(mode="json") if event.subject else None,
+            "raw_ref": event.raw_ref.model_dump(mode="json") if event.raw_ref else None,
+        },
+        event_time=event.event_time,
+    )
+
+
+def _conversation(event: AgentEventEnvelope) -> ConversationKey | None:
+    if event.conversation_id is None:
+        return None
+    return ConversationKey(event.conversation_id, event.thread_id, event.workspace_id)
+
+
+def user_turn(event: AgentEventEnvelope) -> TranscriptEntry | None:
+    """The transcript item an event projects to: a user message, or an ``event`` item (never fake user text)."""
+    conversation = _conversation(event)
+    if conversation is None:
+        return None
+    actor = event.actor.model_dump(mode="json") if event.actor else None
+    if event.event_type == "message.received":
+        return TranscriptEntry(
+            item_id="ti_" + event.event_id,
+            conversation=conversation,
+            role="user",
+            item_type="message",
+            event_id=event.event_id,
+            event_type=event.event_type,
+            content=event.input.text,
+            contents=[c.model_dump(mode="json") for c in event.input.contents],
+            artifacts=[a.model_dump(mode="json") for a in event.input.attachments],
+            metadata={"actor": actor} if actor else {},
+            created_at=event.event_time,
+        )
+    return TranscriptEntry(
+        item_id="ti_" + event.event_id,
+        conversation=conversation,
+        role="event",
+        item_type="event",
+        event_id=event.event_id,
+        event_type=event.event_type,
+        content=None,
+        metadata={
+            "actor": actor,
+            "subject": event.subject.model_dump(mode="json") if event.subject else None,
+        },
+        created_at=event.event_time,
+    )
+
+
+def run_start(state: _RunState, history: HistoryHandles) -> RunStart:
+    """The start record of a run (its snapshot is written to the event log with it)."""
+    snapshot = state.snapshot
+    event = state.event
+    digest = snapshot.digest()
+    return RunStart(
+        run_id=state.run_id,
+        runner_id=snapshot.runner_id,
+        plugin_id=snapshot.plugin_id,
+        binding_id=snapshot.binding_id,
+        event_id=event.event_id,
+        conversation=_conversation(event),
+        snapshot=snapshot_json(snapshot),
+        snapshot_hash=digest,
+        deadline_at=snapshot.deadline_at,
+        started_at=_now_ms(),
+        user_turn=user_turn(event),
+        start_events=[
+            _host_event(
+                state,
+                "run.started",
+                {
+                    "snapshot_hash": digest,
+                    "binding_id": snapshot.binding_id,
+                    "transcript_seq": history.transcript_seq,
+                },
+            )
+        ],
+    )
+
+
+def _host_event(state: _RunState, kind: str, data: dict[str, Any]) -> EventEntry:
+    event = state.event
+    return EventEntry(
+        event_id="host_" + uuid.uuid4().hex,
+        event_type=kind,
+        source="host",
+        kind="host",
+        conversation_id=event.conversation_id,
+        thread_id=event.thread_id,
+        workspace_id=event.workspace_id,
+        run_id=state.run_id,
+        runner_id=state.snapshot.runner_id,
+        data=data,
+    )
+
+
+async def persist_finish(stores: HostStores, state: _RunState, live: LiveRun | None) -> None:
+    """Write the end of a run in one transaction."""
+    terminal = state.terminal
+    failed = terminal is not None and terminal.type == "run.failed"
+    code = message = None
+    usage: dict[str, Any] = {}
+    if terminal is not None and terminal.type == "run.failed":
+        code, message = terminal.data.code, terminal.data.message
+    elif terminal is not None and terminal.type == "run.completed":
+        usage = dict(terminal.data.usage)
+    conversation = _conversation(state.event)
+    transcript: list[TranscriptEntry] = []
+    if conversation is not None:
+        for index, turn in enumerate(state.transcript):
+            msg = turn["message"]
+            transcript.append(
+                TranscriptEntry(
+                    item_id=f"ti_{state.run_id}_{index}",
+                    conversation=conversation,
+                    role="assistant",
+                    item_type="message",
+                    run_id=state.run_id,
+                    content=turn["content"],
+                    contents=list(msg.get("contents", [])),
+                    artifacts=list(msg.get("artifacts", [])),
+                    metadata={"runner_id": state.snapshot.runner_id},
+                )
+            )
+    events = [_host_event(state, e["event_type"], e["data"]) for e in state.host_events]
+    if live is not None:
+        for record in live.audit:
+            events.append(
+                _host_event(
+                    state,
+                    "host.backcall",
+                    {
+                        "action": record.action,
+                        "resource": record.resource,
+                        "caller": record.caller,
+                        "scope": record.scope,
+                        "decision": record.decision,
+                        "latency_ms": round(record.latency_ms, 3),
+                    },
+                )
+            )
+        for request in live.platform_requests:
+            events.append(_host_event(state, "platform.request_action", {**request, "executed": False}))
+    events.append(
+        _host_event(
+            state,
+            "run.failed" if failed else "run.completed",
+            {"code": code, "message": message, "results": state.host_seq},
+        )
+    )
+    await stores.runs.finish(
+        RunFinish(
+            run_id=state.run_id,
+            status="failed" if failed else "completed",
+            code=code,
+            message=message,
+            ended_at=_now_ms(),
+            results=[
+                ResultRecord(
+                    run_id=state.run_id,
+                    host_seq=r["host_seq"],
+                    runner_sequence=r["runner_sequence"],
+                    type=r["type"],
+                    payload=r["payload"],
+                    created_at=r["created_at"],
+                )
+                for r in state.records
+            ],
+            transcript=transcript,
+            events=events,
+            usage=usage,
+        )
+    )
+
+
+async def store_runner_artifact(
+    stores: HostStores, state: _RunState, ref: ArtifactRef, content: bytes
+) -> ArtifactRef:
+    """Store inline artifact bytes from a runner; the host measures size and digest and picks the id."""
+    event = state.event
+    record = await stores.artifacts.put(
+        content,
+        mime_type=ref.mime_type,
+        name=ref.name,
+        artifact_type=ref.artifact_type,
+        source="runner",
+        owner=ArtifactOwner(
+            conversation_id=event.conversation_id,
+            run_id=state.run_id,
+            binding_id=state.snapshot.binding_id,
+            workspace_id=event.workspace_id,
+        ),
+        expires_at=ref.expires_at,
+        metadata=dict(ref.metadata),
+        summary=ref.summary,
+    )
+    meta = stores.artifacts.to_metadata(record)
+    return ArtifactRef.model_validate(meta.model_dump(include=set(ArtifactRef.model_fields)))

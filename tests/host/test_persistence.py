@@ -1,0 +1,214 @@
+"""Runs through the real SQLAlchemy stores: events, runs, results, transcript, state, artifacts, audit."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agentrunner import AgentRunAPI, AgentRunContext, AgentRunner, AgentRunnerPermissions, ArtifactRef
+from agentrunner_host.access import ConversationKey, StateOwner
+from agentrunner_host.db import create_engine, default_sqlite_url, upgrade
+from agentrunner_host.errors import DuplicateEventError
+from agentrunner_host.host import Host
+from agentrunner_host.models import StatePolicy
+from agentrunner_host.stores import HostStores
+
+from .fakes import PLUGIN, FakeScriptedRunner, binding, echo_script, event, scripted
+
+
+@pytest.fixture
+async def stores(tmp_path: Path) -> AsyncIterator[HostStores]:
+    engine = create_engine(default_sqlite_url(tmp_path))
+    await upgrade(engine)
+    s = await HostStores.open(engine, data_dir=tmp_path)
+    yield s
+    await s.aclose()
+    await engine.dispose()
+
+
+def host_with(stores: HostStores, *runners: FakeScriptedRunner) -> Host:
+    return Host.create(plugins={PLUGIN: list(runners)}, stores=stores, bindings=[binding()])
+
+
+async def test_a_persisted_run_stores_event_run_results_and_both_turns(stores: HostStores) -> None:
+    """One run leaves the event, the run row, every result for replay and user + assistant transcript items."""
+    host = host_with(stores, scripted(echo_script))
+    handle = await host.orchestrator.submit(event("hello there"))
+    items = [i async for i in handle.results()]
+    outcome = await handle.outcome()
+    assert outcome.status == "completed"
+    run = await stores.runs.get(handle.run_id)
+    assert run is not None and run.status == "completed" and run.snapshot_hash.startswith("sha256:")
+    replay = await stores.runs.results_after(handle.run_id, after_host_seq=1, limit=100)
+    assert [r.host_seq for r in replay] == [i.host_seq for i in items[1:]]
+    conv = ConversationKey("conv-1")
+    page, _ = await stores.transcript.page(
+        conversation=conv, before_seq=None, after_seq=None, limit=10, direction="backward"
+    )
+    assert [(t.role, t.content) for t in page] == [("user", "hello there"), ("assistant", "hello there")]
+    await host.aclose()
+
+
+async def test_streamed_deltas_without_a_final_message_are_assembled_into_the_transcript(
+    stores: HostStores,
+) -> None:
+    """The assistant turn of a streamed-only reply is the concatenation of its deltas."""
+
+    async def stream_only(ctx: AgentRunContext, api: AgentRunAPI) -> AsyncIterator[Any]:
+        out = AgentRunner.emitter(ctx)
+        for piece in ("str", "ea", "med"):
+            yield out.delta(piece)
+        yield out.complete()
+
+    host = host_with(stores, scripted(stream_only))
+    handle = await host.orchestrator.submit(event("x"))
+    _ = [i async for i in handle.results()]
+    page, _ = await stores.transcript.page(
+        conversation=ConversationKey("conv-1"),
+        before_seq=None,
+        after_seq=None,
+        limit=10,
+        direction="backward",
+    )
+    assert [t.content for t in page if t.role == "assistant"] == ["streamed"]
+    await host.aclose()
+
+
+async def test_the_final_message_of_run_completed_is_recorded(stores: HostStores) -> None:
+    """run.completed.message is a transcript turn like message.completed."""
+
+    async def final_only(ctx: AgentRunContext, api: AgentRunAPI) -> AsyncIterator[Any]:
+        yield AgentRunner.emitter(ctx).complete("final words")
+
+    host = host_with(stores, scripted(final_only))
+    handle = await host.orchestrator.submit(event("x"))
+    _ = [i async for i in handle.results()]
+    assert (await handle.outcome()).status == "completed"
+    page, _ = await stores.transcript.page(
+        conversation=ConversationKey("conv-1"),
+        before_seq=None,
+        after_seq=None,
+        limit=10,
+        direction="backward",
+    )
+    assert [t.content for t in page if t.role == "assistant"] == ["final words"]
+    await host.aclose()
+
+
+async def test_the_same_event_delivered_twice_runs_once(stores: HostStores) -> None:
+    """Re-delivery is a typed duplicate answer, never a crash or a second run."""
+    host = host_with(stores, scripted(echo_script))
+    handle = await host.orchestrator.submit(event("once", event_id="evt-dup"))
+    _ = [i async for i in handle.results()]
+    with pytest.raises(DuplicateEventError):
+        await host.orchestrator.submit(event("once", event_id="evt-dup"))
+    await host.aclose()
+
+
+async def test_state_updates_are_applied_and_seen_by_the_next_run(stores: HostStores) -> None:
+    """state.updated is persisted under the structured owner and inlined into the next run's snapshot."""
+    seen: list[dict[str, Any]] = []
+
+    async def counter(ctx: AgentRunContext, api: AgentRunAPI) -> AsyncIterator[Any]:
+        seen.append(dict(ctx.state.conversation))
+        count = ctx.state.conversation.get("turns", 0)
+        assert isinstance(count, int)
+        out = AgentRunner.emitter(ctx)
+        yield out.state("conversation", "turns", count + 1)
+        yield out.message(f"turn {count + 1}")
+        yield out.complete()
+
+    host = Host.create(
+        plugins={PLUGIN: [scripted(counter)]},
+        stores=stores,
+        bindings=[binding(state_policy=StatePolicy(scopes=["conversation"]))],
+    )
+    for n in range(3):
+        handle = await host.orchestrator.submit(event("x", event_id=f"evt-{n}"))
+        _ = [i async for i in handle.results()]
+    assert seen == [{}, {"turns": 1}, {"turns": 2}]
+    owner = StateOwner("conversation", ("plugin:test/fake/default", "b-1", "conv-1", ""))
+    item = await stores.state.get(owner, "turns")
+    assert item is not None and item.value == 3
+    await host.aclose()
+
+
+async def test_inline_artifact_bytes_are_stored_with_host_measured_size_and_digest(
+    stores: HostStores,
+) -> None:
+    """The host stores the bytes, picks the id and computes size and sha256; message refs are rewritten."""
+    content = b"hello artifact"
+
+    async def maker(ctx: AgentRunContext, api: AgentRunAPI) -> AsyncIterator[Any]:
+        out = AgentRunner.emitter(ctx)
+        ref = ArtifactRef(
+            artifact_id="mine", mime_type="text/plain", name="a.txt", size=999, digest="sha256:lie"
+        )
+        yield out.artifact(ref, content_base64=base64.b64encode(content).decode())
+        yield out.message("see file", artifacts=[ArtifactRef(artifact_id="mine")])
+        yield out.complete()
+
+    host = host_with(stores, scripted(maker))
+    handle = await host.orchestrator.submit(event("x"))
+    items = [i async for i in handle.results()]
+    created = items[0].result.data.artifact  # pyright: ignore[reportAttributeAccessIssue]
+    assert created.artifact_id != "mine" and created.size == len(content)
+    import hashlib
+
+    assert created.digest == "sha256:" + hashlib.sha256(content).hexdigest()
+    message = items[1].result
+    assert message.type == "message.completed"
+    assert [a.artifact_id for a in message.data.message.artifacts] == [created.artifact_id]
+    record = await stores.artifacts.get(created.artifact_id)
+    assert record is not None and await stores.artifacts.read_range(record, 0, 100) == content
+    await host.aclose()
+
+
+async def test_back_calls_and_violations_land_in_the_event_log(stores: HostStores) -> None:
+    """The audit trail: run start/end, back-call decisions and refused results are host records."""
+
+    async def misbehaves(ctx: AgentRunContext, api: AgentRunAPI) -> AsyncIterator[Any]:
+        out = AgentRunner.emitter(ctx)
+        with contextlib.suppress(Exception):
+            await api.state.get("workspace", "k")
+        yield out.state("workspace", "k", 1)
+        yield out.message("done")
+        yield out.complete()
+
+    runner = scripted(misbehaves, permissions=AgentRunnerPermissions())
+    host = host_with(stores, runner)
+    handle = await host.orchestrator.submit(event("x"))
+    _ = [i async for i in handle.results()]
+    records = await stores.events.for_run(handle.run_id)
+    kinds = [r.event_type for r in records]
+    assert kinds[0] == "run.started" and kinds[-1] == "run.completed"
+    assert "host.backcall" in kinds and "violation.state_rejected" in kinds
+    backcall = next(r for r in records if r.event_type == "host.backcall")
+    assert backcall.data["decision"] == "unauthorized" and backcall.data["action"] == "state.get"
+    await host.aclose()
+
+
+async def test_a_non_message_event_is_kept_as_its_own_kind_in_the_transcript(stores: HostStores) -> None:
+    """message.recalled becomes an ``event`` item, never user text."""
+
+    async def ack(ctx: AgentRunContext, api: AgentRunAPI) -> AsyncIterator[Any]:
+        yield AgentRunner.emitter(ctx).complete()
+
+    host = host_with(stores, scripted(ack))
+    handle = await host.orchestrator.submit(
+        event(None, event_type="message.recalled", subject={"subject_type": "message", "subject_id": "m1"})
+    )
+    _ = [i async for i in handle.results()]
+    page, _ = await stores.transcript.page(
+        conversation=ConversationKey("conv-1"),
+        before_seq=None,
+        after_seq=None,
+        limit=10,
+        direction="backward",
+    )
+    assert [(t.role, t.item_type, t.event_type) for t in page] == [("event", "event", "message.recalled")]
+    await host.aclose()
