@@ -1,0 +1,68 @@
+"""Host-owned facts on SQLAlchemy: event log, transcript, runs and results, artifacts, state, storage and
+idempotency keys. Every call takes its scope explicitly; nothing is ambient."""
+
+from .artifacts import DEFAULT_ARTIFACT_MAX_BYTES, ArtifactOwner, ArtifactRecord, ArtifactStore
+from .errors import (
+    ArtifactUnavailableError,
+    InvalidValueError,
+    RunExistsError,
+    RunStateError,
+    StateVersionConflict,
+    StoreError,
+    ValueTooLargeError,
+)
+from .events import MAX_SUMMARY_CHARS, AppendOutcome, EventEntry, EventKind, EventLog, StoredEvent
+from .facade import HostStores
+from .idempotency import IdempotencyStore
+from .runs import HOST_RESTARTED, ResultRecord, RunFinish, RunRecord, RunStart, RunStatus, RunStore
+from .state import StateItem, StateKey, StateStore
+from .storage import DEFAULT_STORAGE_MAX_BYTES, StorageItem, StorageKey, StorageStore
+from .transcript import MAX_SEARCH_TOP_K, StoredTranscriptItem, Transcript, TranscriptEntry
+
+__all__ = [
+    # facade
+    "HostStores",
+    # event log
+    "AppendOutcome",
+    "EventEntry",
+    "EventKind",
+    "EventLog",
+    "MAX_SUMMARY_CHARS",
+    "StoredEvent",
+    # transcript
+    "MAX_SEARCH_TOP_K",
+    "StoredTranscriptItem",
+    "Transcript",
+    "TranscriptEntry",
+    # runs
+    "HOST_RESTARTED",
+    "ResultRecord",
+    "RunFinish",
+    "RunRecord",
+    "RunStart",
+    "RunStatus",
+    "RunStore",
+    # artifacts
+    "ArtifactOwner",
+    "ArtifactRecord",
+    "ArtifactStore",
+    "DEFAULT_ARTIFACT_MAX_BYTES",
+    # state and storage
+    "DEFAULT_STORAGE_MAX_BYTES",
+    "StateItem",
+    "StateKey",
+    "StateStore",
+    "StorageItem",
+    "StorageKey",
+    "StorageStore",
+    # idempotency
+    "IdempotencyStore",
+    # errors
+    "ArtifactUnavailableError",
+    "InvalidValueError",
+    "RunExistsError",
+    "RunStateError",
+    "StateVersionConflict",
+    "StoreError",
+    "ValueTooLargeError",
+]

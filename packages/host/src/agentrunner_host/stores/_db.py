@@ -1,0 +1,118 @@
+"""How the stores talk to the engine: one write path, one read path, retries.
+
+SQLite allows one writer at a time, so every write of this process goes through one held connection under an
+``asyncio.Lock`` and starts with ``BEGIN IMMEDIATE`` (the write lock is taken up front, so a transaction never
+fails half-way upgrading a read lock; another process waits up to the busy timeout). Holding the connection
+also skips a pool checkout per write. PostgreSQL writes use pooled connections and rely on row locks;
+serialization failures, deadlocks and unique violations from racing inserts are retried.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any, Final, TypeVar
+
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from agentrunner_host.db import SQLITE_BEGIN_OPTION
+
+__all__ = ["Database", "RetryTransaction", "now_ms"]
+
+T = TypeVar("T")
+
+_RETRY_SQLSTATES: Final = frozenset({"40001", "40P01", "23505"})
+_ATTEMPTS: Final = 8
+
+
+def now_ms() -> int:
+    """The current time in Unix epoch milliseconds."""
+    return time.time_ns() // 1_000_000
+
+
+class RetryTransaction(Exception):
+    """Raised inside a write to roll it back and run it again (a concurrent writer got there first)."""
+
+
+class Database:
+    """The engine plus the single-writer discipline the stores share."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+        """The injected engine."""
+        self.dialect: str = engine.dialect.name
+        """``sqlite`` or ``postgresql``."""
+        self._lock = asyncio.Lock()
+        self._writer: AsyncConnection | None = None
+        self._closed = False
+
+    @property
+    def is_sqlite(self) -> bool:
+        """True on SQLite."""
+        return self.dialect == "sqlite"
+
+    async def transact(self, work: Callable[[AsyncConnection], Awaitable[T]]) -> T:
+        """Run *work* in one write transaction, committing when it returns; retried on write races."""
+        for attempt in range(_ATTEMPTS):
+            try:
+                async with self._write() as conn:
+                    return await work(conn)
+            except RetryTransaction:
+                if attempt == _ATTEMPTS - 1:
+                    raise
+            except DBAPIError as exc:
+                if attempt == _ATTEMPTS - 1 or not self._retryable(exc):
+                    raise
+            await asyncio.sleep(0.001 * (attempt + 1))
+        raise AssertionError("unreachable")
+
+    @asynccontextmanager
+    async def read(self) -> AsyncGenerator[AsyncConnection]:
+        """A connection for reads (on SQLite without an explicit transaction: each statement is atomic)."""
+        async with self.engine.connect() as conn:
+            if self.is_sqlite:
+                await conn.execution_options(**{SQLITE_BEGIN_OPTION: None})
+            yield conn
+
+    @asynccontextmanager
+    async def _write(self) -> AsyncGenerator[AsyncConnection]:
+        if not self.is_sqlite:
+            async with self.engine.begin() as conn:
+                yield conn
+            return
+        async with self._lock:
+            if self._closed:
+                raise RuntimeError("the stores are closed")
+            conn = self._writer
+            if conn is None or conn.invalidated:
+                if conn is not None:
+                    await conn.close()
+                conn = await self.engine.connect()
+                await conn.execution_options(**{SQLITE_BEGIN_OPTION: "IMMEDIATE"})
+                self._writer = conn
+            try:
+                async with conn.begin():
+                    yield conn
+            except BaseException:
+                if conn.invalidated:
+                    self._writer = None
+                    await conn.close()
+                raise
+
+    def _retryable(self, exc: DBAPIError) -> bool:
+        if self.is_sqlite:
+            return "locked" in str(exc.orig) or "busy" in str(exc.orig)
+        orig: Any = exc.orig
+        state = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
+        return state in _RETRY_SQLSTATES
+
+    async def aclose(self) -> None:
+        """Release the held writer connection."""
+        async with self._lock:
+            self._closed = True
+            if self._writer is not None:
+                await self._writer.close()
+                self._writer = None

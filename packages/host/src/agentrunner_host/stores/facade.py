@@ -1,0 +1,76 @@
+"""``HostStores``: every store of the host over one injected engine."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from ._db import Database
+from .artifacts import ArtifactStore
+from .events import EventLog
+from .idempotency import IdempotencyStore
+from .runs import RunStore
+from .state import StateStore
+from .storage import DEFAULT_STORAGE_MAX_BYTES, StorageStore
+from .transcript import Transcript
+
+__all__ = ["ARTIFACTS_DIR_NAME", "HostStores"]
+
+ARTIFACTS_DIR_NAME = "artifacts"
+"""Artifact files live in ``<data_dir>/artifacts/``."""
+
+
+class HostStores:
+    """The host-owned facts. Build with :meth:`open` (it does not migrate: call
+    :func:`agentrunner_host.db.upgrade` first) and close with :meth:`aclose`."""
+
+    events: EventLog
+    """Event log."""
+    transcript: Transcript
+    """Transcript."""
+    runs: RunStore
+    """Runs and results."""
+    artifacts: ArtifactStore
+    """Artifacts."""
+    state: StateStore
+    """State."""
+    storage: StorageStore
+    """Storage areas."""
+    idempotency: IdempotencyStore
+    """Idempotency keys."""
+
+    def __init__(self, db: Database, *, data_dir: Path, storage_max_value_bytes: int) -> None:
+        self._db = db
+        self.data_dir = data_dir
+        """The host's data directory."""
+        self.events = EventLog(db)
+        self.transcript = Transcript(db)
+        self.runs = RunStore(db)
+        self.artifacts = ArtifactStore(db, root=data_dir / ARTIFACTS_DIR_NAME)
+        self.state = StateStore(db)
+        self.storage = StorageStore(db, max_value_bytes=storage_max_value_bytes)
+        self.idempotency = IdempotencyStore(db)
+
+    @property
+    def engine(self) -> AsyncEngine:
+        """The injected engine."""
+        return self._db.engine
+
+    @classmethod
+    async def open(
+        cls,
+        engine: AsyncEngine,
+        *,
+        data_dir: Path,
+        storage_max_value_bytes: int = DEFAULT_STORAGE_MAX_BYTES,
+    ) -> HostStores:
+        """The stores over *engine*, with artifact files under *data_dir*. The engine stays the caller's to
+        dispose."""
+        stores = cls(Database(engine), data_dir=data_dir, storage_max_value_bytes=storage_max_value_bytes)
+        await stores.artifacts.prepare()
+        return stores
+
+    async def aclose(self) -> None:
+        """Release the connections the stores hold (not the engine)."""
+        await self._db.aclose()

@@ -1,0 +1,377 @@
+"""The tables of the host-owned facts (SQLAlchemy 2 typed declarative models).
+
+The migrations in ``agentrunner_host/migrations`` create exactly these tables; a test compares a migrated
+database with this metadata on both engines. Conventions:
+
+* timestamps are integer Unix epoch milliseconds (``BigInteger``), never naive datetimes;
+* JSON columns hold text encoded by ``agentrunner._json`` (orjson);
+* the main line of a conversation is stored as thread ``""`` so it can be part of a primary key;
+* keys that are listed in order (state, storage) use the byte-order ``"C"`` collation on PostgreSQL, which
+  is what SQLite's default ``BINARY`` collation does, so paging is identical on both engines.
+
+Full-text search structures are engine-specific and live only in the migrations: the ``transcript_fts``
+FTS5 table on SQLite and the ``ix_transcript_items_fts`` GIN index on PostgreSQL (see
+:func:`include_name`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from agentrunner import _json
+from sqlalchemy import (
+    BigInteger,
+    Dialect,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.types import TypeDecorator
+
+__all__ = [
+    "FTS_TABLE",
+    "PG_FTS_INDEX",
+    "ArtifactRow",
+    "Base",
+    "EventRow",
+    "IdempotencyRow",
+    "JSONText",
+    "ResultRow",
+    "RunRow",
+    "SequenceCounterRow",
+    "StateRow",
+    "StorageRow",
+    "TranscriptRow",
+    "include_name",
+]
+
+FTS_TABLE: Final = "transcript_fts"
+"""SQLite FTS5 table indexing transcript text (created by the migrations, not by the metadata)."""
+PG_FTS_INDEX: Final = "ix_transcript_items_fts"
+"""PostgreSQL GIN index over ``to_tsvector('simple', content)`` (created by the migrations)."""
+
+
+class JSONText(TypeDecorator[Any]):
+    """A JSON value stored as orjson-encoded text."""
+
+    impl = Text
+    cache_ok = True
+
+    def process_bind_param(self, value: Any, dialect: Dialect) -> str | None:
+        return None if value is None else _json.dumps_str(value)
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> Any:
+        return None if value is None else _json.loads(value)
+
+
+def _ordered_key(length: int) -> String:
+    return String(length).with_variant(String(length, collation="C"), "postgresql")
+
+
+_NAMING: Final = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class Base(DeclarativeBase):
+    """Declarative base of every host table."""
+
+    metadata = MetaData(naming_convention=_NAMING)
+
+
+class SequenceCounterRow(Base):
+    """The last sequence number handed out on one stream (events of a conversation, transcript of a thread).
+
+    Bumped with one ``INSERT ... ON CONFLICT DO UPDATE ... RETURNING`` inside the writing transaction, which
+    locks the row until commit: concurrent writers of one conversation queue up, and a rolled-back writer
+    gives its numbers back, so sequences have neither gaps nor duplicates.
+    """
+
+    __tablename__ = "sequence_counters"
+
+    stream: Mapped[str] = mapped_column(String(16), primary_key=True)
+    """``event`` or ``transcript``."""
+    conversation_id: Mapped[str] = mapped_column(String(255), primary_key=True)
+    """Conversation."""
+    thread_id: Mapped[str] = mapped_column(String(255), primary_key=True)
+    """Thread (``""`` = main line; always ``""`` for events, numbered per conversation)."""
+    last_seq: Mapped[int] = mapped_column(BigInteger)
+    """Last number handed out."""
+
+
+class EventRow(Base):
+    """One event of the append-only event log (platform events and host records)."""
+
+    __tablename__ = "events"
+    __table_args__ = (
+        UniqueConstraint("conversation_id", "seq", name="uq_events_conversation_seq"),
+        Index("ix_events_conversation_thread_seq", "conversation_id", "thread_id", "seq"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    """Insertion order across all conversations."""
+    event_id: Mapped[str] = mapped_column(String(255), unique=True)
+    """Idempotency key of the event."""
+    event_type: Mapped[str] = mapped_column(String(200))
+    """Event type."""
+    source: Mapped[str] = mapped_column(String(100))
+    """Producer."""
+    kind: Mapped[str] = mapped_column(String(16))
+    """``event`` or ``host``."""
+    conversation_id: Mapped[str | None] = mapped_column(String(255))
+    """Conversation, if any."""
+    thread_id: Mapped[str] = mapped_column(String(255))
+    """Thread (``""`` = main line)."""
+    seq: Mapped[int | None] = mapped_column(BigInteger)
+    """Per-conversation sequence (``NULL`` without a conversation)."""
+    workspace_id: Mapped[str | None] = mapped_column(String(255))
+    """Workspace."""
+    bot_id: Mapped[str | None] = mapped_column(String(255))
+    """Bot."""
+    actor_type: Mapped[str | None] = mapped_column(String(100))
+    """Actor kind."""
+    actor_id: Mapped[str | None] = mapped_column(String(255))
+    """Actor id."""
+    subject_type: Mapped[str | None] = mapped_column(String(100))
+    """Subject kind."""
+    subject_id: Mapped[str | None] = mapped_column(String(255))
+    """Subject id."""
+    source_event_type: Mapped[str | None] = mapped_column(String(200))
+    """Platform event name."""
+    run_id: Mapped[str | None] = mapped_column(String(255), index=True)
+    """Related run."""
+    runner_id: Mapped[str | None] = mapped_column(String(255))
+    """Related runner."""
+    summary: Mapped[str | None] = mapped_column(Text)
+    """Short text (at most 1000 characters)."""
+    data: Mapped[Any] = mapped_column(JSONText)
+    """Small structured data."""
+    event_time: Mapped[int | None] = mapped_column(BigInteger)
+    """When the platform says it happened."""
+    created_at: Mapped[int] = mapped_column(BigInteger)
+    """When the host stored it."""
+
+
+class TranscriptRow(Base):
+    """One transcript item, clustered by (conversation, thread, seq) so a page is one range read."""
+
+    __tablename__ = "transcript_items"
+    __table_args__ = ({"sqlite_with_rowid": False},)
+
+    conversation_id: Mapped[str] = mapped_column(String(255), primary_key=True)
+    """Conversation."""
+    thread_id: Mapped[str] = mapped_column(String(255), primary_key=True)
+    """Thread (``""`` = main line)."""
+    seq: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    """Per-thread sequence, from 1 without gaps."""
+    item_id: Mapped[str] = mapped_column(String(255), unique=True)
+    """Stable id (idempotency key)."""
+    workspace_id: Mapped[str | None] = mapped_column(String(255))
+    """Workspace."""
+    role: Mapped[str] = mapped_column(String(16))
+    """``user``, ``assistant``, ``system``, ``tool`` or ``event``."""
+    item_type: Mapped[str] = mapped_column(String(16))
+    """``message``, ``event``, ``tool_call`` or ``tool_result``."""
+    event_id: Mapped[str | None] = mapped_column(String(255))
+    """Event projected."""
+    event_type: Mapped[str | None] = mapped_column(String(200))
+    """Event type of ``event`` items."""
+    run_id: Mapped[str | None] = mapped_column(String(255))
+    """Producing run."""
+    content: Mapped[str | None] = mapped_column(Text)
+    """Plain text."""
+    contents: Mapped[Any] = mapped_column(JSONText)
+    """Structured content elements (binary parts only as artifact refs)."""
+    artifacts: Mapped[Any] = mapped_column(JSONText)
+    """Attached artifact refs."""
+    meta: Mapped[Any] = mapped_column("metadata", JSONText)
+    """Extra data."""
+    created_at: Mapped[int] = mapped_column(BigInteger)
+    """Unix epoch milliseconds."""
+
+
+class RunRow(Base):
+    """One run: its identity, frozen authorization snapshot hash and outcome."""
+
+    __tablename__ = "runs"
+
+    run_id: Mapped[str] = mapped_column(String(255), primary_key=True)
+    """Run id."""
+    runner_id: Mapped[str] = mapped_column(String(255))
+    """Runner."""
+    plugin_id: Mapped[str] = mapped_column(String(255))
+    """Plugin identity."""
+    binding_id: Mapped[str] = mapped_column(String(255))
+    """Binding."""
+    event_id: Mapped[str] = mapped_column(String(255))
+    """Triggering event."""
+    conversation_id: Mapped[str | None] = mapped_column(String(255))
+    """Conversation."""
+    thread_id: Mapped[str | None] = mapped_column(String(255))
+    """Thread."""
+    workspace_id: Mapped[str | None] = mapped_column(String(255))
+    """Workspace."""
+    status: Mapped[str] = mapped_column(String(16), index=True)
+    """``running``, ``completed`` or ``failed``."""
+    code: Mapped[str | None] = mapped_column(String(200))
+    """Failure code."""
+    message: Mapped[str | None] = mapped_column(Text)
+    """Failure message."""
+    snapshot: Mapped[Any] = mapped_column(JSONText)
+    """Frozen authorization snapshot."""
+    snapshot_hash: Mapped[str] = mapped_column(String(128))
+    """Its hash."""
+    deadline_at: Mapped[float | None] = mapped_column(Float)
+    """Deadline, as given by the orchestrator."""
+    started_at: Mapped[int] = mapped_column(BigInteger)
+    """Start."""
+    ended_at: Mapped[int | None] = mapped_column(BigInteger)
+    """End."""
+    usage: Mapped[Any] = mapped_column(JSONText)
+    """Usage totals."""
+
+
+class ResultRow(Base):
+    """One result of a run, numbered by the host (``host_seq``) for replay."""
+
+    __tablename__ = "run_results"
+
+    run_id: Mapped[str] = mapped_column(
+        String(255), ForeignKey("runs.run_id", ondelete="CASCADE"), primary_key=True
+    )
+    """Run."""
+    host_seq: Mapped[int] = mapped_column(Integer, primary_key=True)
+    """1-based order assigned by the host."""
+    runner_sequence: Mapped[int | None] = mapped_column(Integer)
+    """The runner's own ``sequence``."""
+    type: Mapped[str] = mapped_column(String(100))
+    """Result type."""
+    payload: Mapped[Any] = mapped_column(JSONText)
+    """Result payload."""
+    created_at: Mapped[int] = mapped_column(BigInteger)
+    """Unix epoch milliseconds."""
+
+
+class ArtifactRow(Base):
+    """Metadata of one stored artifact; the bytes live in ``<data_dir>/artifacts/``."""
+
+    __tablename__ = "artifacts"
+
+    artifact_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    """Host-chosen id (random)."""
+    storage_name: Mapped[str] = mapped_column(String(128))
+    """Relative file name under the artifact directory (derived from the id, never from input)."""
+    artifact_type: Mapped[str] = mapped_column(String(50))
+    """Coarse kind."""
+    mime_type: Mapped[str | None] = mapped_column(String(255))
+    """MIME type."""
+    name: Mapped[str | None] = mapped_column(String(255))
+    """Display name."""
+    size: Mapped[int] = mapped_column(BigInteger)
+    """Size measured while writing."""
+    sha256: Mapped[str] = mapped_column(String(64))
+    """Hex digest computed while writing."""
+    source: Mapped[str] = mapped_column(String(50))
+    """``platform``, ``runner``, ``tool``, ``host``."""
+    summary: Mapped[str | None] = mapped_column(Text)
+    """Short text summary."""
+    conversation_id: Mapped[str | None] = mapped_column(String(255), index=True)
+    """Owning conversation."""
+    run_id: Mapped[str | None] = mapped_column(String(255), index=True)
+    """Owning run."""
+    binding_id: Mapped[str | None] = mapped_column(String(255))
+    """Owning binding."""
+    workspace_id: Mapped[str | None] = mapped_column(String(255))
+    """Owning workspace."""
+    meta: Mapped[Any] = mapped_column("metadata", JSONText)
+    """Descriptive metadata."""
+    created_at: Mapped[int] = mapped_column(BigInteger)
+    """Unix epoch milliseconds."""
+    expires_at: Mapped[int | None] = mapped_column(BigInteger, index=True)
+    """Not served at or after this instant; swept by the retention job."""
+
+
+class StateRow(Base):
+    """One state key of one owner."""
+
+    __tablename__ = "state_entries"
+
+    owner_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    """SHA-256 of ``owner``."""
+    key: Mapped[str] = mapped_column(_ordered_key(255), primary_key=True)
+    """Key."""
+    scope: Mapped[str] = mapped_column(String(32))
+    """State scope."""
+    owner: Mapped[str] = mapped_column(Text)
+    """Canonical JSON array ``[scope, *parts]`` (collision-free)."""
+    value: Mapped[str] = mapped_column(Text)
+    """JSON text of the value."""
+    size: Mapped[int] = mapped_column(Integer)
+    """Encoded size in bytes."""
+    version: Mapped[int] = mapped_column(BigInteger)
+    """Bumped by every write, for compare-and-set."""
+    runner_id: Mapped[str | None] = mapped_column(String(255))
+    """Last writer."""
+    created_at: Mapped[int] = mapped_column(BigInteger)
+    """First write."""
+    updated_at: Mapped[int] = mapped_column(BigInteger)
+    """Last write."""
+
+
+class StorageRow(Base):
+    """One byte value of a plugin/workspace/binding storage area."""
+
+    __tablename__ = "storage_entries"
+
+    area: Mapped[str] = mapped_column(String(32), primary_key=True)
+    """``plugin``, ``workspace`` or ``binding``."""
+    owner_id: Mapped[str] = mapped_column(String(255), primary_key=True)
+    """Plugin, workspace or binding id."""
+    key: Mapped[str] = mapped_column(_ordered_key(255), primary_key=True)
+    """Key."""
+    value: Mapped[bytes] = mapped_column(LargeBinary)
+    """Bytes."""
+    size: Mapped[int] = mapped_column(Integer)
+    """Size in bytes."""
+    created_at: Mapped[int] = mapped_column(BigInteger)
+    """First write."""
+    updated_at: Mapped[int] = mapped_column(BigInteger)
+    """Last write."""
+
+
+class IdempotencyRow(Base):
+    """The first answer of a side-effecting call, by caller scope and idempotency key."""
+
+    __tablename__ = "idempotency_keys"
+
+    scope_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    """SHA-256 of ``scope``."""
+    key: Mapped[str] = mapped_column(String(255), primary_key=True)
+    """Idempotency key."""
+    scope: Mapped[str] = mapped_column(Text)
+    """Canonical JSON array of the scope parts."""
+    result: Mapped[Any] = mapped_column(JSONText)
+    """The first answer."""
+    created_at: Mapped[int] = mapped_column(BigInteger, index=True)
+    """Unix epoch milliseconds."""
+
+
+def include_name(name: str | None, type_: str, _parent_names: Any) -> bool:
+    """Alembic filter: ignore the engine-specific search structures that only the migrations create."""
+    if name is None:
+        return True
+    if type_ == "table":
+        return not name.startswith(FTS_TABLE)
+    if type_ == "index":
+        return name != PG_FTS_INDEX
+    return True

@@ -1,0 +1,363 @@
+"""Runs and their results: one transaction when a run starts, one when it ends.
+
+``start`` writes the run row, its start records (e.g. ``run.started`` with the snapshot hash) and the user's
+transcript item together; ``finish`` writes every result, the assistant items, the host records and the
+outcome together. A crash in between leaves a ``running`` row that :meth:`RunStore.close_interrupted`
+turns into a failure (code ``host_restarted``) at the next start-up, with a ``run.failed`` result that
+reconnecting clients can replay.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal, cast
+
+from agentrunner.results import RunFailedData, RunFailedResult
+from sqlalchemy import RowMapping, Table, func, insert, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from agentrunner_host.access import ConversationKey
+
+from ._db import Database, now_ms
+from .errors import RunExistsError, RunStateError
+from .events import EventEntry, insert_events
+from .models import ResultRow, RunRow
+from .transcript import TranscriptEntry, insert_items
+
+__all__ = [
+    "HOST_RESTARTED",
+    "ResultRecord",
+    "RunFinish",
+    "RunRecord",
+    "RunStart",
+    "RunStatus",
+    "RunStore",
+]
+
+HOST_RESTARTED: Final = "host_restarted"
+"""Failure code of runs found ``running`` when the host starts."""
+
+RunStatus = Literal["running", "completed", "failed"]
+
+RUNS: Final = cast(Table, RunRow.__table__)
+RESULTS: Final = cast(Table, ResultRow.__table__)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunStart:
+    """Everything stored when a run starts."""
+
+    run_id: str
+    """Run id."""
+    runner_id: str
+    """Runner."""
+    plugin_id: str
+    """Plugin identity."""
+    binding_id: str
+    """Binding."""
+    event_id: str
+    """Triggering event."""
+    conversation: ConversationKey | None
+    """Conversation, when the event has one."""
+    snapshot: dict[str, Any]
+    """Frozen authorization snapshot (JSON)."""
+    snapshot_hash: str
+    """Its hash."""
+    deadline_at: float | None
+    """Deadline (as the orchestrator measures it)."""
+    started_at: int
+    """Unix epoch milliseconds."""
+    user_turn: TranscriptEntry | None = None
+    """The user's transcript item, if the event is a message."""
+    start_events: list[EventEntry] = field(default_factory=list[EventEntry])
+    """Host records to append (``run.started`` ...)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ResultRecord:
+    """One result of a run, as stored for replay."""
+
+    run_id: str
+    """Run."""
+    host_seq: int
+    """1-based order assigned by the host."""
+    runner_sequence: int | None
+    """The runner's own ``sequence``."""
+    type: str
+    """Result type."""
+    payload: dict[str, Any]
+    """Result payload (JSON)."""
+    created_at: int
+    """Unix epoch milliseconds."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunFinish:
+    """Everything stored when a run ends."""
+
+    run_id: str
+    """Run."""
+    status: Literal["completed", "failed"]
+    """Outcome."""
+    code: str | None = None
+    """Failure code."""
+    message: str | None = None
+    """Failure message."""
+    ended_at: int
+    """Unix epoch milliseconds."""
+    results: list[ResultRecord] = field(default_factory=list[ResultRecord])
+    """Every result, in ``host_seq`` order."""
+    transcript: list[TranscriptEntry] = field(default_factory=list[TranscriptEntry])
+    """Assistant (and tool) transcript items."""
+    events: list[EventEntry] = field(default_factory=list[EventEntry])
+    """Host records (``run.completed`` / ``run.failed``, back-call audit, warnings)."""
+    usage: dict[str, Any] = field(default_factory=dict[str, Any])
+    """Usage totals."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunRecord:
+    """A stored run."""
+
+    run_id: str
+    """Run id."""
+    runner_id: str
+    """Runner."""
+    plugin_id: str
+    """Plugin identity."""
+    binding_id: str
+    """Binding."""
+    event_id: str
+    """Triggering event."""
+    conversation: ConversationKey | None
+    """Conversation."""
+    status: RunStatus
+    """``running``, ``completed`` or ``failed``."""
+    code: str | None
+    """Failure code."""
+    message: str | None
+    """Failure message."""
+    snapshot: dict[str, Any]
+    """Frozen authorization snapshot."""
+    snapshot_hash: str
+    """Its hash."""
+    deadline_at: float | None
+    """Deadline."""
+    started_at: int
+    """Start, Unix epoch milliseconds."""
+    ended_at: int | None
+    """End, Unix epoch milliseconds."""
+    usage: dict[str, Any]
+    """Usage totals."""
+
+
+def _run_from_row(m: RowMapping) -> RunRecord:
+    conversation = (
+        None
+        if m["conversation_id"] is None
+        else ConversationKey(m["conversation_id"], m["thread_id"], workspace_id=m["workspace_id"])
+    )
+    return RunRecord(
+        run_id=m["run_id"],
+        runner_id=m["runner_id"],
+        plugin_id=m["plugin_id"],
+        binding_id=m["binding_id"],
+        event_id=m["event_id"],
+        conversation=conversation,
+        status=m["status"],
+        code=m["code"],
+        message=m["message"],
+        snapshot=m["snapshot"],
+        snapshot_hash=m["snapshot_hash"],
+        deadline_at=m["deadline_at"],
+        started_at=m["started_at"],
+        ended_at=m["ended_at"],
+        usage=m["usage"],
+    )
+
+
+def _result_from_row(m: RowMapping) -> ResultRecord:
+    return ResultRecord(
+        run_id=m["run_id"],
+        host_seq=m["host_seq"],
+        runner_sequence=m["runner_sequence"],
+        type=m["type"],
+        payload=m["payload"],
+        created_at=m["created_at"],
+    )
+
+
+def _result_row(result: ResultRecord) -> dict[str, Any]:
+    return {
+        "run_id": result.run_id,
+        "host_seq": result.host_seq,
+        "runner_sequence": result.runner_sequence,
+        "type": result.type,
+        "payload": result.payload,
+        "created_at": result.created_at,
+    }
+
+
+class RunStore:
+    """Runs and their results (``stores.runs``)."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def start(self, start: RunStart) -> None:
+        """Store the run as ``running`` with its start records and user item, in one transaction."""
+        conversation = start.conversation
+
+        async def work(conn: AsyncConnection) -> None:
+            found = await conn.execute(select(RUNS.c.run_id).where(RUNS.c.run_id == start.run_id))
+            if found.first() is not None:
+                raise RunExistsError(f"run {start.run_id} is already stored")
+            await conn.execute(
+                insert(RUNS).values(
+                    run_id=start.run_id,
+                    runner_id=start.runner_id,
+                    plugin_id=start.plugin_id,
+                    binding_id=start.binding_id,
+                    event_id=start.event_id,
+                    conversation_id=None if conversation is None else conversation.conversation_id,
+                    thread_id=None if conversation is None else conversation.thread_id,
+                    workspace_id=None if conversation is None else conversation.workspace_id,
+                    status="running",
+                    snapshot=start.snapshot,
+                    snapshot_hash=start.snapshot_hash,
+                    deadline_at=start.deadline_at,
+                    started_at=start.started_at,
+                    usage={},
+                )
+            )
+            now = now_ms()
+            await insert_events(conn, self._db.dialect, start.start_events, now=now)
+            if start.user_turn is not None:
+                await insert_items(conn, self._db.dialect, [start.user_turn], now=now)
+
+        await self._db.transact(work)
+
+    async def finish(self, finish: RunFinish) -> None:
+        """Store the outcome, every result, the transcript items and host records, in one transaction.
+
+        Raises :class:`RunStateError` when the run is unknown or already finished (nothing is written).
+        """
+
+        async def work(conn: AsyncConnection) -> None:
+            updated = await conn.execute(
+                update(RUNS)
+                .where(RUNS.c.run_id == finish.run_id, RUNS.c.status == "running")
+                .values(
+                    status=finish.status,
+                    code=finish.code,
+                    message=finish.message,
+                    ended_at=finish.ended_at,
+                    usage=finish.usage,
+                )
+            )
+            if updated.rowcount != 1:
+                raise RunStateError(f"run {finish.run_id} is unknown or not running")
+            if finish.results:
+                await conn.execute(insert(RESULTS), [_result_row(r) for r in finish.results])
+            now = now_ms()
+            # events before transcript, as in start(): counters are always locked in the same order
+            await insert_events(conn, self._db.dialect, finish.events, now=now)
+            await insert_items(conn, self._db.dialect, finish.transcript, now=now)
+
+        await self._db.transact(work)
+
+    async def get(self, run_id: str) -> RunRecord | None:
+        """The run, or ``None``."""
+        async with self._db.read() as conn:
+            row = (await conn.execute(select(RUNS).where(RUNS.c.run_id == run_id))).mappings().first()
+        return None if row is None else _run_from_row(row)
+
+    async def results_after(self, run_id: str, *, after_host_seq: int, limit: int) -> list[ResultRecord]:
+        """Up to *limit* results with ``host_seq`` greater than *after_host_seq*, in order (replay)."""
+        stmt = (
+            select(RESULTS)
+            .where(RESULTS.c.run_id == run_id, RESULTS.c.host_seq > after_host_seq)
+            .order_by(RESULTS.c.host_seq)
+            .limit(max(0, limit))
+        )
+        async with self._db.read() as conn:
+            rows = (await conn.execute(stmt)).mappings().all()
+        return [_result_from_row(row) for row in rows]
+
+    async def list_running(self) -> list[RunRecord]:
+        """Every run still marked ``running``."""
+        async with self._db.read() as conn:
+            rows = (await conn.execute(select(RUNS).where(RUNS.c.status == "running"))).mappings().all()
+        return [_run_from_row(row) for row in rows]
+
+    async def close_interrupted(
+        self, *, ended_at: int, code: str = HOST_RESTARTED, message: str | None = None
+    ) -> list[str]:
+        """Fail every ``running`` run (after a crash): outcome, a ``run.failed`` result appended after the
+        stored ones (its payload is the whole wire result, a valid ``RunFailedResult``), and a ``run.failed``
+        host record, all in one transaction. Returns the run ids."""
+        text = message or "the host stopped while the run was in progress"
+
+        async def work(conn: AsyncConnection) -> list[str]:
+            rows = (await conn.execute(select(RUNS).where(RUNS.c.status == "running"))).mappings().all()
+            runs = [_run_from_row(row) for row in rows]
+            if not runs:
+                return []
+            last_seqs = dict(
+                (
+                    await conn.execute(
+                        select(RESULTS.c.run_id, func.max(RESULTS.c.host_seq))
+                        .where(RESULTS.c.run_id.in_([r.run_id for r in runs]))
+                        .group_by(RESULTS.c.run_id)
+                    )
+                )
+                .tuples()
+                .all()
+            )
+            results: list[dict[str, Any]] = []
+            events: list[EventEntry] = []
+            for run in runs:
+                host_seq = int(last_seqs.get(run.run_id) or 0) + 1
+                results.append(
+                    _result_row(
+                        ResultRecord(
+                            run_id=run.run_id,
+                            host_seq=host_seq,
+                            runner_sequence=None,
+                            type="run.failed",
+                            payload=RunFailedResult(
+                                run_id=run.run_id,
+                                timestamp=ended_at,
+                                data=RunFailedData(code=code, message=text),
+                            ).model_dump(mode="json", exclude_none=True),
+                            created_at=ended_at,
+                        )
+                    )
+                )
+                conversation = run.conversation
+                events.append(
+                    EventEntry(
+                        event_id=f"run.failed:{run.run_id}",
+                        event_type="run.failed",
+                        source="host",
+                        kind="host",
+                        conversation_id=None if conversation is None else conversation.conversation_id,
+                        thread_id=None if conversation is None else conversation.thread_id,
+                        workspace_id=None if conversation is None else conversation.workspace_id,
+                        run_id=run.run_id,
+                        runner_id=run.runner_id,
+                        summary=text,
+                        data={"code": code, "message": text},
+                        event_time=ended_at,
+                    )
+                )
+            await conn.execute(
+                update(RUNS)
+                .where(RUNS.c.run_id.in_([r.run_id for r in runs]), RUNS.c.status == "running")
+                .values(status="failed", code=code, message=text, ended_at=ended_at)
+            )
+            await conn.execute(insert(RESULTS), results)
+            await insert_events(conn, self._db.dialect, events, now=now_ms())
+            return [r.run_id for r in runs]
+
+        return await self._db.transact(work)

@@ -1,0 +1,301 @@
+"""Runner state: small JSON values per owner and key, with a version per key for compare-and-set.
+
+An owner is a :class:`~agentrunner_host.access.StateOwner`: a scope and a tuple of parts, stored as the
+canonical JSON array ``[scope, *parts]`` (so ``("a:b",)`` and ``("a", "b")`` can never meet) plus its SHA-256
+for the primary key. Writes are single statements (``INSERT ... ON CONFLICT DO UPDATE``, conditional
+``UPDATE``), so concurrent writers never trip over a unique constraint.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final, cast
+
+from agentrunner import MAX_STATE_VALUE_BYTES, _json
+from sqlalchemy import RowMapping, Table, delete, func, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from agentrunner_host.access import StateOwner
+
+from ._db import Database, now_ms
+from ._sql import canonical, digest, insert_for
+from .errors import InvalidValueError, StateVersionConflict, ValueTooLargeError
+from .models import StateRow
+
+__all__ = [
+    "MAX_JSON_DEPTH",
+    "MAX_STATE_KEY_CHARS",
+    "StateItem",
+    "StateKey",
+    "StateStore",
+    "encode_state_value",
+    "owner_text",
+]
+
+MAX_STATE_KEY_CHARS: Final = 200
+"""Longest key."""
+MAX_JSON_DEPTH: Final = 64
+"""Deepest nesting a value may have."""
+
+STATE: Final = cast(Table, StateRow.__table__)
+
+
+@dataclass(frozen=True, kw_only=True)
+class StateItem:
+    """A stored state value."""
+
+    owner: StateOwner
+    """Owner."""
+    key: str
+    """Key."""
+    value: Any
+    """JSON value."""
+    version: int
+    """Version (1 after the first write)."""
+    runner_id: str | None
+    """Last writer."""
+    created_at: int
+    """First write, Unix epoch milliseconds."""
+    updated_at: int
+    """Last write, Unix epoch milliseconds."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StateKey:
+    """A key of a listing (values are not loaded)."""
+
+    key: str
+    """Key."""
+    version: int
+    """Version."""
+    size: int
+    """Encoded size in bytes."""
+    updated_at: int
+    """Last write, Unix epoch milliseconds."""
+
+
+def owner_text(owner: StateOwner) -> str:
+    """The canonical text of an owner."""
+    return canonical([owner.scope, *owner.parts])
+
+
+def _check_json(value: Any, depth: int = 0) -> None:
+    if depth > MAX_JSON_DEPTH:
+        raise InvalidValueError(f"state value is nested deeper than {MAX_JSON_DEPTH} levels")
+    if value is None or isinstance(value, bool | int | str):
+        return
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise InvalidValueError("state value contains NaN or Infinity, which JSON cannot hold")
+        return
+    if isinstance(value, list):
+        for item in cast(list[Any], value):
+            _check_json(item, depth + 1)
+        return
+    if isinstance(value, dict):
+        for key, item in cast(dict[Any, Any], value).items():
+            if not isinstance(key, str):
+                raise InvalidValueError("state value has an object key that is not a string")
+            _check_json(item, depth + 1)
+        return
+    raise InvalidValueError(f"state value contains a {type(value).__name__}, which is not JSON")
+
+
+def encode_state_value(value: Any, *, limit: int = MAX_STATE_VALUE_BYTES) -> str:
+    """The JSON text of *value*; raises :class:`InvalidValueError` (not JSON, NaN/Infinity) or
+    :class:`ValueTooLargeError` (over *limit* bytes encoded)."""
+    _check_json(value)
+    encoded = _json.dumps(value)
+    if len(encoded) > limit:
+        raise ValueTooLargeError("state value", size=len(encoded), limit=limit)
+    return encoded.decode()
+
+
+def _check_key(key: str) -> None:
+    if not key or len(key) > MAX_STATE_KEY_CHARS:
+        raise InvalidValueError(f"state keys are 1 to {MAX_STATE_KEY_CHARS} characters")
+
+
+def prefix_filter(column: Any, prefix: str) -> list[Any]:
+    """Conditions selecting keys that start with *prefix*, literally: a range bound the index can use and
+    an exact ``substr`` comparison (no ``LIKE``, so ``%`` and ``_`` are ordinary characters)."""
+    return [column >= prefix, func.substr(column, 1, len(prefix)) == prefix]
+
+
+class StateStore:
+    """State values (``stores.state``)."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    def _item(self, owner: StateOwner, m: RowMapping) -> StateItem:
+        return StateItem(
+            owner=owner,
+            key=m["key"],
+            value=_json.loads(m["value"]),
+            version=m["version"],
+            runner_id=m["runner_id"],
+            created_at=m["created_at"],
+            updated_at=m["updated_at"],
+        )
+
+    async def get(self, owner: StateOwner, key: str) -> StateItem | None:
+        """The value, or ``None`` when the key is unset."""
+        stmt = select(STATE).where(STATE.c.owner_hash == digest(owner_text(owner)), STATE.c.key == key)
+        async with self._db.read() as conn:
+            row = (await conn.execute(stmt)).mappings().first()
+        return None if row is None else self._item(owner, row)
+
+    async def set(
+        self,
+        owner: StateOwner,
+        key: str,
+        value: Any,
+        *,
+        expected_version: int | None = None,
+        runner_id: str | None,
+    ) -> StateItem:
+        """Write the value and bump its version. With *expected_version*, write only if the key is at that
+        version (``0``: only if unset), else raise :class:`StateVersionConflict`."""
+        _check_key(key)
+        encoded = encode_state_value(value)
+        size = len(encoded.encode())
+        text = owner_text(owner)
+        owner_hash = digest(text)
+        returning = (
+            STATE.c.key,
+            STATE.c.version,
+            STATE.c.value,
+            STATE.c.runner_id,
+            STATE.c.created_at,
+            STATE.c.updated_at,
+        )
+
+        async def work(conn: AsyncConnection) -> StateItem:
+            now = now_ms()
+            if expected_version is None or expected_version == 0:
+                stmt = insert_for(self._db.dialect, STATE).values(
+                    owner_hash=owner_hash,
+                    key=key,
+                    scope=owner.scope,
+                    owner=text,
+                    value=encoded,
+                    size=size,
+                    version=1,
+                    runner_id=runner_id,
+                    created_at=now,
+                    updated_at=now,
+                )
+                if expected_version is None:
+                    stmt = stmt.on_conflict_do_update(
+                        index_elements=["owner_hash", "key"],
+                        set_={
+                            "value": encoded,
+                            "size": size,
+                            "version": STATE.c.version + 1,
+                            "runner_id": runner_id,
+                            "updated_at": now,
+                        },
+                    )
+                else:
+                    stmt = stmt.on_conflict_do_nothing(index_elements=["owner_hash", "key"])
+            else:
+                stmt = (
+                    update(STATE)
+                    .where(
+                        STATE.c.owner_hash == owner_hash,
+                        STATE.c.key == key,
+                        STATE.c.version == expected_version,
+                    )
+                    .values(
+                        value=encoded,
+                        size=size,
+                        version=STATE.c.version + 1,
+                        runner_id=runner_id,
+                        updated_at=now,
+                    )
+                )
+            row = (await conn.execute(stmt.returning(*returning))).mappings().first()
+            if row is None:
+                current = (
+                    await conn.execute(
+                        select(STATE.c.version).where(STATE.c.owner_hash == owner_hash, STATE.c.key == key)
+                    )
+                ).scalar_one_or_none()
+                raise StateVersionConflict(key, expected=expected_version or 0, current=current or 0)
+            return self._item(owner, row)
+
+        return await self._db.transact(work)
+
+    async def delete(self, owner: StateOwner, key: str) -> bool:
+        """Remove the key; ``True`` when it existed."""
+        owner_hash = digest(owner_text(owner))
+
+        async def work(conn: AsyncConnection) -> bool:
+            result = await conn.execute(
+                delete(STATE).where(STATE.c.owner_hash == owner_hash, STATE.c.key == key)
+            )
+            return result.rowcount > 0
+
+        return await self._db.transact(work)
+
+    async def list(
+        self, owner: StateOwner, *, prefix: str | None = None, after_key: str | None = None, limit: int
+    ) -> tuple[list[StateKey], bool]:
+        """Up to *limit* keys after *after_key* in key order (code-point order on both engines), only those
+        starting with *prefix* (taken literally), and whether more follow."""
+        stmt = select(STATE.c.key, STATE.c.version, STATE.c.size, STATE.c.updated_at).where(
+            STATE.c.owner_hash == digest(owner_text(owner))
+        )
+        if prefix:
+            stmt = stmt.where(*prefix_filter(STATE.c.key, prefix))
+        if after_key is not None:
+            stmt = stmt.where(STATE.c.key > after_key)
+        stmt = stmt.order_by(STATE.c.key).limit(max(0, limit) + 1)
+        async with self._db.read() as conn:
+            rows = (await conn.execute(stmt)).all()
+        keys = [StateKey(key=r[0], version=r[1], size=r[2], updated_at=r[3]) for r in rows[:limit]]
+        return keys, len(rows) > limit
+
+    async def snapshot(
+        self,
+        owners: Mapping[str, StateOwner],
+        *,
+        max_keys_per_scope: int = 64,
+        max_bytes: int = 64 * 1024,
+    ) -> dict[str, dict[str, Any]]:
+        """Values to inline into a run context: per scope, the first *max_keys_per_scope* keys in key order
+        whose values fit, and at most *max_bytes* of encoded values over all scopes. Sizes are read first
+        and only the chosen values are loaded, so a huge scope costs one bounded index read."""
+        out: dict[str, dict[str, Any]] = {name: {} for name in owners}
+        budget = max_bytes
+        async with self._db.read() as conn:
+            for name, owner in owners.items():
+                if budget <= 0:
+                    break
+                owner_hash = digest(owner_text(owner))
+                sized = (
+                    await conn.execute(
+                        select(STATE.c.key, STATE.c.size)
+                        .where(STATE.c.owner_hash == owner_hash)
+                        .order_by(STATE.c.key)
+                        .limit(max(0, max_keys_per_scope))
+                    )
+                ).all()
+                chosen: list[str] = []
+                for key, size in sized:
+                    if size <= budget:
+                        chosen.append(key)
+                        budget -= size
+                if not chosen:
+                    continue
+                rows = await conn.execute(
+                    select(STATE.c.key, STATE.c.value).where(
+                        STATE.c.owner_hash == owner_hash, STATE.c.key.in_(chosen)
+                    )
+                )
+                values = {key: _json.loads(value) for key, value in rows}
+                out[name] = {key: values[key] for key in chosen if key in values}
+        return out

@@ -1,0 +1,1 @@
+"""Tests of the host stores, the engine factory, the migrations and the pull APIs (on SQLite and PostgreSQL)."""
