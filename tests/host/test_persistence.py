@@ -212,3 +212,28 @@ async def test_a_non_message_event_is_kept_as_its_own_kind_in_the_transcript(sto
     )
     assert [(t.role, t.item_type, t.event_type) for t in page] == [("event", "event", "message.recalled")]
     await host.aclose()
+
+
+async def test_the_second_turn_sees_history_handles_and_pages_the_first_turn(stores: HostStores) -> None:
+    """ContextAccess points at the stored history, and history.page returns it through the dispatcher."""
+    pages: list[list[tuple[str, str | None]]] = []
+    handles: list[tuple[str | None, bool]] = []
+
+    async def reader(ctx: AgentRunContext, api: AgentRunAPI) -> AsyncIterator[Any]:
+        handles.append((ctx.context.latest_cursor, ctx.context.has_history_before))
+        if ctx.context.available_apis.history_page:
+            page = await api.history.page(before_cursor=ctx.context.latest_cursor, limit=10)
+            pages.append([(i.role, i.content) for i in page.items])
+        out = AgentRunner.emitter(ctx)
+        yield out.message(f"echo {ctx.input.text}")
+        yield out.complete()
+
+    runner = scripted(reader, permissions=AgentRunnerPermissions(history=["page"]))
+    host = host_with(stores, runner)
+    for n, text in enumerate(("first", "second")):
+        handle = await host.orchestrator.submit(event(text, event_id=f"evt-h{n}"))
+        _ = [i async for i in handle.results()]
+    assert handles[0][1] is False
+    assert handles[1][0] is not None and handles[1][1] is True
+    assert pages[1][:2] == [("user", "first"), ("assistant", "echo first")]
+    await host.aclose()

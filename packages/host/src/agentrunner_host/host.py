@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -54,11 +55,20 @@ class Host:
         knowledge: KnowledgeProvider | None = None,
         stores: Any = None,
         pull: Any = None,
+        cursor_key: bytes | None = None,
         host_version: str | None = None,
         max_timeout_seconds: float = 3600.0,
     ) -> Host:
-        """Wire a host. ``plugins`` maps plugin ids (``author/plugin``) to in-process runner instances."""
+        """Wire a host. ``plugins`` maps plugin ids (``author/plugin``) to in-process runner instances.
+
+        With ``stores`` and no ``pull``, the pull APIs are served from the stores; history cursors are signed
+        with ``cursor_key`` (pass a persisted key so cursors survive a restart; a random one otherwise).
+        """
         catalog = catalog or ResourceCatalog()
+        if stores is not None and pull is None:
+            from .pull import PullAPI
+
+            pull = PullAPI(stores, cursor_key=cursor_key or secrets.token_bytes(32))
         dispatcher = BackCallDispatcher(
             pull=pull,
             models=models,
