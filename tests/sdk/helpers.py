@@ -13,13 +13,13 @@ def assert_contains(expected: Any, actual: Any, path: str = "$") -> None:
     """Every key and value of *expected* is in *actual* (extra keys in *actual*, e.g. defaults, are fine)."""
     if isinstance(expected, dict):
         assert isinstance(actual, dict), f"{path}: expected an object, got {actual!r}"
-        for key, value in expected.items():  # pyright: ignore[reportUnknownVariableType]
+        for key, value in expected.items():
             assert key in actual, f"{path}.{key} is missing"
             assert_contains(value, actual[key], f"{path}.{key}")
     elif isinstance(expected, list):
         assert isinstance(actual, list), f"{path}: expected a list, got {actual!r}"
-        assert len(actual) == len(expected), f"{path}: length {len(actual)} != {len(expected)}"  # pyright: ignore[reportUnknownArgumentType]
-        for index, (want, got) in enumerate(zip(expected, actual, strict=True)):  # pyright: ignore[reportUnknownArgumentType,reportUnknownVariableType]
+        assert len(actual) == len(expected), f"{path}: length {len(actual)} != {len(expected)}"
+        for index, (want, got) in enumerate(zip(expected, actual, strict=True)):
             assert_contains(want, got, f"{path}[{index}]")
     else:
         assert expected == actual, f"{path}: {actual!r} != {expected!r}"

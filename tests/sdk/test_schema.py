@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import orjson
 import pytest
@@ -20,13 +20,7 @@ def _schema(path: str) -> dict[str, Any]:
     return orjson.loads(_FILES[path])
 
 
-class _Validator(Protocol):
-    def validate(self, instance: Any) -> None: ...
-
-    def is_valid(self, instance: Any) -> bool: ...
-
-
-def _validator(path: str) -> _Validator:
+def _validator(path: str) -> Draft202012Validator:
     return Draft202012Validator(_schema(path))
 
 

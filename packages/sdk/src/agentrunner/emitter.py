@@ -14,10 +14,8 @@ from .results import (
     ArtifactCreatedData,
     ArtifactCreatedResult,
     AssistantMessage,
-    AssistantMessageChunk,
     MessageCompletedData,
     MessageCompletedResult,
-    MessageDeltaData,
     MessageDeltaResult,
     RunCompletedData,
     RunCompletedResult,
@@ -67,8 +65,19 @@ class ResultEmitter:
         self, text: str | None = None, *, contents: Sequence[ContentElement] = ()
     ) -> MessageDeltaResult:
         """A streamed piece of the reply (incremental, not cumulative)."""
-        chunk = AssistantMessageChunk(content=text, contents=list(contents))
-        return MessageDeltaResult.model_validate({**self._next(), "data": MessageDeltaData(chunk=chunk)})
+        # The hottest verb: one validation of a nested dict costs about a third less than building the chunk
+        # and payload models first (bench/sdk_models.py). The counter moves only once validation passed.
+        sequence = self._sequence + 1
+        result = MessageDeltaResult.model_validate(
+            {
+                "run_id": self.run_id,
+                "sequence": sequence,
+                "timestamp": _now_ms(),
+                "data": {"chunk": {"content": text, "contents": list(contents)}},
+            }
+        )
+        self._sequence = sequence
+        return result
 
     def message(
         self,

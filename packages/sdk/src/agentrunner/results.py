@@ -85,9 +85,9 @@ class AssistantMessageChunk(ProtocolModel):
     """Always ``assistant``."""
     content: str | None = None
     """Text of this piece."""
-    contents: list[ContentElement] = []
+    contents: list[ContentElement] = Field(default_factory=list[ContentElement])
     """Structured pieces."""
-    metadata: dict[str, JsonValue] = {}
+    metadata: dict[str, JsonValue] = Field(default_factory=dict)
     """Extra data."""
 
 
@@ -98,11 +98,11 @@ class AssistantMessage(ProtocolModel):
     """Always ``assistant``."""
     content: str | None = None
     """Plain text."""
-    contents: list[ContentElement] = []
+    contents: list[ContentElement] = Field(default_factory=list[ContentElement])
     """Structured content."""
-    artifacts: list[ArtifactRef] = []
+    artifacts: list[ArtifactRef] = Field(default_factory=list[ArtifactRef])
     """Artifacts attached to the message."""
-    metadata: dict[str, JsonValue] = {}
+    metadata: dict[str, JsonValue] = Field(default_factory=dict)
     """Extra data."""
 
     def text(self) -> str:
@@ -133,7 +133,7 @@ class ToolCallStartedData(ProtocolModel):
     """Pairs with the matching ``tool.call.completed``."""
     tool_name: str
     """Tool name."""
-    parameters: dict[str, JsonValue] = {}
+    parameters: dict[str, JsonValue] = Field(default_factory=dict)
     """Arguments."""
 
 
@@ -183,7 +183,7 @@ class ActionRequestedData(ProtocolModel):
     """Platform action name, e.g. ``message.edit``."""
     target: dict[str, JsonValue]
     """What it acts on."""
-    payload: dict[str, JsonValue] = {}
+    payload: dict[str, JsonValue] = Field(default_factory=dict)
     """Arguments."""
     idempotency_key: str | None = None
     """Stable de-duplication key; required for any side-effecting action."""
@@ -198,7 +198,7 @@ class RunCompletedData(ProtocolModel):
     """``stop``, ``length``, ``tool_calls``, ..."""
     message: AssistantMessage | None = None
     """Optional final message (delivered and recorded like ``message.completed``)."""
-    usage: dict[str, JsonValue] = {}
+    usage: dict[str, JsonValue] = Field(default_factory=dict)
     """Token usage and other counters."""
 
 
@@ -211,7 +211,7 @@ class RunFailedData(ProtocolModel):
     """Human-readable message."""
     retryable: bool = False
     """The whole run could be retried by an upper layer; v1 never retries by itself."""
-    details: dict[str, JsonValue] = {}
+    details: dict[str, JsonValue] = Field(default_factory=dict)
     """Extra data."""
 
 
@@ -224,7 +224,7 @@ class AgentRunResultBase(ProtocolModel):
     """1-based, strictly increasing per run; required on buffering transports."""
     timestamp: int | None = None
     """Unix epoch milliseconds."""
-    metadata: dict[str, JsonValue] = {}
+    metadata: dict[str, JsonValue] = Field(default_factory=dict)
     """Extra data."""
 
 

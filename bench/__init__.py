@@ -1,0 +1,16 @@
+"""Benchmarks of the agentrunner workspace: ``uv run python -m bench [--quick] [--only NAME] [--markdown FILE]``.
+
+Every suite is registered in :data:`SUITES` (one line each) and imported only when it runs, so a suite's heavy
+dependencies cost nothing to the others. How to add one: ``bench/README.md``.
+"""
+
+from __future__ import annotations
+
+from ._framework import Goal, Measure, SuiteContext, SuiteRef
+
+__all__ = ["SUITES", "Goal", "Measure", "SuiteContext", "SuiteRef"]
+
+SUITES: list[SuiteRef] = [
+    SuiteRef("sdk", "bench.sdk_models", "Protocol models: a 5 KB context and a 52-result stream vs orjson"),
+]
+"""Every suite, in the order they run and appear in the table."""

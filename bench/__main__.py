@@ -1,0 +1,47 @@
+"""Command line of the benchmarks; the module docstring of :mod:`bench` says what it does."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from . import SUITES
+from ._framework import Mode, environment, render_table, run_suites, write_progress
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the selected suites and print one table; returns the exit status (1 when a suite broke)."""
+    parser = argparse.ArgumentParser(prog="python -m bench", description="Run the agentrunner benchmarks.")
+    parser.add_argument("--quick", action="store_true", help="few, short repeats (CI); figures are rough")
+    parser.add_argument(
+        "--only",
+        action="append",
+        metavar="NAME",
+        choices=[suite.name for suite in SUITES],
+        help="run only this suite (repeatable); one of: " + ", ".join(suite.name for suite in SUITES),
+    )
+    parser.add_argument("--repeats", type=int, metavar="N", help="override the number of repeats")
+    parser.add_argument("--markdown", type=Path, metavar="FILE", help="also write the report to FILE")
+    args = parser.parse_args(argv)
+
+    mode = Mode.quick() if args.quick else Mode.full()
+    if args.repeats is not None:
+        if args.repeats < 1:
+            parser.error("--repeats must be at least 1")
+        mode = Mode(repeats=args.repeats, sample_seconds=mode.sample_seconds)
+    selected = [suite for suite in SUITES if args.only is None or suite.name in args.only]
+
+    rows, errors = run_suites(selected, mode, quick=args.quick, progress=write_progress)
+    report = render_table(rows, environment(), mode, quick=args.quick)
+    print(report, end="")
+    if args.markdown is not None:
+        args.markdown.write_text(report, encoding="utf-8")
+    for error in errors:
+        print(error, file=sys.stderr)
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

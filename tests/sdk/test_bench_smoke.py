@@ -1,0 +1,57 @@
+"""The benchmark runner works end to end in quick mode (its figures are never asserted on)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+EXPECTED_ROWS = [
+    "| sdk | context model_validate_json (5.2 KB) |",
+    "| sdk | context model_dump_json |",
+    "| sdk | 52-result stream: ResultEmitter build + model_dump_json |",
+    "| sdk | 52-result stream: host parse through the union |",
+]
+
+
+def _bench(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "bench", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=90,
+        check=False,
+    )
+
+
+def test_quick_mode_of_the_sdk_suite_prints_one_table_with_its_rows(tmp_path: Path) -> None:
+    """``python -m bench --quick --only sdk`` exits 0, prints the header and the four SDK rows, and writes the
+    same report to ``--markdown``."""
+    report = tmp_path / "results.md"
+    done = _bench("--quick", "--only", "sdk", "--repeats", "1", "--markdown", str(report))
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    for key in (
+        "- platform:",
+        "- cpu count:",
+        "- python:",
+        "- pydantic:",
+        "- orjson:",
+        "- mode: quick (1 repeats",
+    ):
+        assert key in out, key
+    assert out.count("| suite | measure | value | floor | ratio | goal | verdict |") == 1
+    rows = [line for line in out.splitlines() if line.startswith("| sdk |")]
+    assert [row[: row.index("|", 8) + 1] for row in rows] == EXPECTED_ROWS
+    assert all(row.rstrip(" |").endswith(("meets", "misses")) for row in rows)
+    assert report.read_text(encoding="utf-8") == out
+
+
+def test_an_unknown_suite_name_is_a_usage_error() -> None:
+    """``--only`` accepts registered suite names only."""
+    done = _bench("--quick", "--only", "no-such-suite")
+    assert done.returncode == 2
+    assert "invalid choice" in done.stderr
