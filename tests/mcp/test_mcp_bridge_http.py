@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
 
+import anyio
 import httpx2
 import pytest
 import pytest_asyncio
@@ -320,3 +321,47 @@ async def test_the_anonymous_fixture_is_refused_off_loopback() -> None:
     wide = BridgeServer(host="0.0.0.0", allow_non_loopback=True)
     with pytest.raises(NonLoopbackBindError):
         wide.open_anonymous_fixture_run(ctx, make_api(ctx, FakeTransport()))
+
+
+async def test_closing_a_run_ends_its_open_event_stream(server: BridgeServer) -> None:
+    """A harness's standing GET stream of a run ends as soon as the run's registration closes."""
+    ctx = make_context("run-stream")
+    reg = server.open_run(ctx, make_api(ctx, FakeTransport()))
+    auth = {"Authorization": f"Bearer {reg.token}"}
+    async with httpx2.AsyncClient(timeout=10) as http:
+        init = await http.post(server.url, json=INITIALIZE, headers={**MCP_HEADERS, **auth})
+        get_headers = {
+            **auth,
+            "Accept": "text/event-stream",
+            "mcp-session-id": init.headers["mcp-session-id"],
+            "mcp-protocol-version": "2025-06-18",
+        }
+        async with http.stream("GET", server.url, headers=get_headers) as stream:
+            assert stream.status_code == 200
+            reg.close()
+            with anyio.fail_after(5):
+                async for _ in stream.aiter_bytes():
+                    pass
+
+
+async def test_stopping_a_server_does_not_wait_for_idle_streams() -> None:
+    """``stop`` ends open sessions itself instead of waiting out uvicorn's grace period."""
+    ctx = make_context("run-stop")
+    own = BridgeServer()
+    await own.start()
+    reg = own.open_run(ctx, make_api(ctx, FakeTransport()))
+    auth = {"Authorization": f"Bearer {reg.token}"}
+    async with httpx2.AsyncClient(timeout=10) as http:
+        init = await http.post(own.url, json=INITIALIZE, headers={**MCP_HEADERS, **auth})
+        get_headers = {
+            **auth,
+            "Accept": "text/event-stream",
+            "mcp-session-id": init.headers["mcp-session-id"],
+        }
+        async with http.stream("GET", own.url, headers=get_headers) as stream:
+            assert stream.status_code == 200
+            started = anyio.current_time()
+            await own.stop()
+            elapsed = anyio.current_time() - started
+    assert elapsed < 1.0
+    assert own.open_runs == 0

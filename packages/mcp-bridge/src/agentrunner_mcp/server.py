@@ -235,6 +235,7 @@ class BridgeServer:
         self._uvicorn: uvicorn.Server | None = None
         self._serving: asyncio.Task[None] | None = None
         self._bound_port: int | None = None
+        self._cleanups: set[asyncio.Task[None]] = set()
 
     # ---- lifecycle -------------------------------------------------------------------------------------
 
@@ -290,14 +291,26 @@ class BridgeServer:
                 sock.close()
 
     async def stop(self) -> None:
-        """Revoke every run and stop serving."""
+        """Revoke every run, end every open MCP session and stop serving."""
         for run in list(self._runs.values()):
             self.forget(run)
         self._anonymous = None
+        # uvicorn waits for open connections before the lifespan ends the sessions, so an idle GET stream
+        # would hold shutdown for the whole grace period; end the sessions first.
+        await self._terminate_sessions(None)
         if self._uvicorn is not None and self._serving is not None:
             self._uvicorn.should_exit = True
             await self._serving
         self._uvicorn = None
+
+    async def _terminate_sessions(self, owner: str | None) -> None:
+        # mcp has no public handle on open sessions; these two maps are its session table and their owners.
+        manager: Any = self.session_manager
+        instances: dict[str, Any] = getattr(manager, "_server_instances", {})
+        owners: dict[str, Any] = getattr(manager, "_session_owners", {})
+        for session_id, transport in list(instances.items()):
+            if owner is None or owners.get(session_id, {}).get("client_id") == owner:
+                await transport.terminate()
 
     async def __aenter__(self) -> Self:
         await self.start()
@@ -350,11 +363,22 @@ class BridgeServer:
         return self._by_key.get(run.key) is run
 
     def forget(self, run: _Run) -> None:
-        """Revoke *run*'s token (used by :meth:`RunRegistration.close`)."""
+        """Revoke *run*'s token (used by :meth:`RunRegistration.close`) and end its open MCP sessions."""
+        if self._by_key.pop(run.key, None) is None:
+            return
         self._runs.pop(run.token_key, None)
-        self._by_key.pop(run.key, None)
         if self._anonymous is run:
             self._anonymous = None
+        if not self.started:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # closed from outside the server's loop: the idle timeout ends the sessions
+            return
+        # A finished run's harness may keep a GET stream open; end it now rather than at the idle timeout.
+        task = loop.create_task(self._terminate_sessions(run.key))
+        self._cleanups.add(task)
+        task.add_done_callback(self._cleanups.discard)
 
     @property
     def open_runs(self) -> int:
