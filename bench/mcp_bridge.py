@@ -157,6 +157,11 @@ def measures(ctx: SuiteContext) -> list[Measure]:
     async def stop() -> None:
         rig.done.set()
         await holder
+        # sse_starlette polls for shutdown from one task per loop for as long as the loop lives; end it so
+        # closing the suite's loop does not destroy it pending.
+        for task in asyncio.all_tasks():
+            if getattr(task.get_coro(), "__qualname__", "") == "_shutdown_watcher":
+                task.cancel()
 
     ctx.add_cleanup(stop)
     bridge_client, raw_client = rig.bridge_client, rig.raw_client
