@@ -17,7 +17,7 @@ from agentrunner.api import AgentRunAPI
 from agentrunner.errors import UnauthorizedError
 from agentrunner_mcp import BridgeServer, NonLoopbackBindError, RunRegistration
 from agentrunner_mcp.conformance_fixture import FixtureTransport, fixture_context
-from mcp import ClientSession
+from mcp import Client, ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_bridge_fakes import FakeTransport, make_api, make_context
@@ -365,3 +365,36 @@ async def test_stopping_a_server_does_not_wait_for_idle_streams() -> None:
             elapsed = anyio.current_time() - started
     assert elapsed < 1.0
     assert own.open_runs == 0
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28", "auto"])
+async def test_every_protocol_era_reaches_only_the_tokens_run(server: BridgeServer, mode: str) -> None:
+    """``mcp.Client`` in the handshake era, the stateless 2026-07-28 era and auto mode lists and calls alike."""
+    transport = FakeTransport({"history.page": lambda r: {"items": [], "next_cursor": r.run_id}})
+    ctx = make_context(f"run-{mode}", history=True)
+    with server.open_run(ctx, make_api(ctx, transport)) as reg:
+        headers = {"Authorization": f"Bearer {reg.token}"}
+        async with (
+            httpx2.AsyncClient(headers=headers, timeout=10) as http,
+            Client(streamable_http_client(server.url, http_client=http), mode=mode) as client,
+        ):
+            names = [t.name for t in (await client.list_tools()).tools]
+            result = await client.call_tool("history_page", {})
+    assert names == ["current_event", "history_page", "history_search"]
+    assert result.structured_content == {"items": [], "next_cursor": f"run-{mode}"}
+
+
+async def test_the_stateless_era_refuses_a_wrong_token(server: BridgeServer) -> None:
+    """The 2026-07-28 per-request path is behind the same bearer check as the handshake era."""
+    modern = {"mcp-protocol-version": "2026-07-28"}
+    refused = await raw_initialize(server.url, {**modern, "Authorization": "Bearer nope"})
+    assert refused.status_code == 401
+    async with (
+        httpx2.AsyncClient(headers={"Authorization": "Bearer nope"}, timeout=10) as http,
+    ):
+        with pytest.raises(ExceptionGroup) as info:
+            async with Client(
+                streamable_http_client(server.url, http_client=http), mode="2026-07-28"
+            ) as client:
+                await client.list_tools()
+    assert info.group_contains(MCPError, depth=None)
