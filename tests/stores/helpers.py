@@ -41,7 +41,7 @@ def item(conversation: ConversationKey, content: str | None = "hi", **fields: An
 
 
 def access(
-    conversation: ConversationKey | None = None,
+    conversation: ConversationKey | None,
     *,
     run_id: str = "run-1",
     readable: frozenset[str] = frozenset(),
@@ -56,7 +56,7 @@ def access(
         plugin_id="acme/echo",
         binding_id="b1",
         event_id="ev-start",
-        conversation=conversation if conversation is not None else ConversationKey("c1"),
+        conversation=conversation,
         readable_conversations=readable,
         state_owners=state_owners or {},
         storage_owners=storage_owners or {},

@@ -303,17 +303,12 @@ class RunStore:
             runs = [_run_from_row(row) for row in rows]
             if not runs:
                 return []
-            last_seqs = dict(
-                (
-                    await conn.execute(
-                        select(RESULTS.c.run_id, func.max(RESULTS.c.host_seq))
-                        .where(RESULTS.c.run_id.in_([r.run_id for r in runs]))
-                        .group_by(RESULTS.c.run_id)
-                    )
-                )
-                .tuples()
-                .all()
+            last_rows = await conn.execute(
+                select(RESULTS.c.run_id, func.max(RESULTS.c.host_seq))
+                .where(RESULTS.c.run_id.in_([r.run_id for r in runs]))
+                .group_by(RESULTS.c.run_id)
             )
+            last_seqs: dict[str, int] = {run_id: int(seq) for run_id, seq in last_rows}
             results: list[dict[str, Any]] = []
             events: list[EventEntry] = []
             for run in runs:

@@ -1,0 +1,203 @@
+"""Runs: one transaction to start, one to finish, replay, and recovery after a crash."""
+
+from __future__ import annotations
+
+import pytest
+from agentrunner import RunFailedResult
+from agentrunner_host.access import ConversationKey
+from agentrunner_host.stores import (
+    HOST_RESTARTED,
+    EventEntry,
+    HostStores,
+    ResultRecord,
+    RunExistsError,
+    RunFinish,
+    RunStateError,
+)
+from sqlalchemy import text
+
+from .helpers import item, run_start, uid
+
+C1 = ConversationKey("c1", workspace_id="w1")
+
+
+def _results(run_id: str, count: int) -> list[ResultRecord]:
+    return [
+        ResultRecord(
+            run_id=run_id,
+            host_seq=n,
+            runner_sequence=n,
+            type="message.delta",
+            payload={"run_id": run_id, "type": "message.delta", "data": {"chunk": f"c{n}"}},
+            created_at=2_000 + n,
+        )
+        for n in range(1, count + 1)
+    ]
+
+
+async def test_start_stores_the_run_its_records_and_the_user_item_together(stores: HostStores) -> None:
+    """After ``start`` the run is running, ``run.started`` is logged and the user item is in the transcript."""
+    user = item(C1, "hello")
+    await stores.runs.start(run_start("r1", C1, user_turn=user))
+    run = await stores.runs.get("r1")
+    assert run is not None
+    assert (run.status, run.conversation, run.snapshot, run.snapshot_hash) == (
+        "running",
+        C1,
+        {"grants": ["history.page"]},
+        "sha256:abc",
+    )
+    records = await stores.events.for_run("r1")
+    assert [e.event_type for e in records] == ["run.started"]
+    items, _ = await stores.transcript.page(conversation=C1, limit=10)
+    assert [i.item_id for i in items] == [user.item_id]
+    assert [r.run_id for r in await stores.runs.list_running()] == ["r1"]
+
+
+async def test_a_failing_start_writes_nothing(stores: HostStores) -> None:
+    """When part of ``start`` fails (a duplicate run id), none of its rows are written."""
+    await stores.runs.start(run_start("r1", C1))
+    second_user = item(C1, "never stored")
+    with pytest.raises(RunExistsError):
+        await stores.runs.start(
+            run_start(
+                "r1",
+                C1,
+                user_turn=second_user,
+                start_events=[
+                    EventEntry(event_id=uid("x"), event_type="run.started", source="host", kind="host")
+                ],
+            )
+        )
+    items, _ = await stores.transcript.page(conversation=C1, limit=10)
+    assert items == []
+
+
+async def test_finish_stores_results_transcript_records_and_outcome(stores: HostStores) -> None:
+    """``finish`` writes every result, the assistant items, the host records and the outcome."""
+    await stores.runs.start(run_start("r1", C1, user_turn=item(C1, "question")))
+    answer = item(C1, "answer", role="assistant", run_id="r1")
+    await stores.runs.finish(
+        RunFinish(
+            run_id="r1",
+            status="completed",
+            ended_at=5_000,
+            results=_results("r1", 52),
+            transcript=[answer],
+            events=[
+                EventEntry(
+                    event_id="run.completed:r1",
+                    event_type="run.completed",
+                    source="host",
+                    kind="host",
+                    conversation_id="c1",
+                    run_id="r1",
+                )
+            ],
+            usage={"input_tokens": 3},
+        )
+    )
+    run = await stores.runs.get("r1")
+    assert run is not None
+    assert (run.status, run.ended_at, run.usage, run.code) == ("completed", 5_000, {"input_tokens": 3}, None)
+    replay = await stores.runs.results_after("r1", after_host_seq=0, limit=100)
+    assert [r.host_seq for r in replay] == list(range(1, 53))
+    assert replay[0].payload["data"] == {"chunk": "c1"}
+    items, _ = await stores.transcript.page(conversation=C1, limit=10)
+    assert [(i.role, i.content, i.seq) for i in items] == [
+        ("user", "question", 1),
+        ("assistant", "answer", 2),
+    ]
+    assert [e.event_type for e in await stores.events.for_run("r1")] == ["run.started", "run.completed"]
+    assert await stores.runs.list_running() == []
+
+
+async def test_results_after_replays_from_a_position(stores: HostStores) -> None:
+    """``results_after`` returns the results after a host seq, in order, up to the limit."""
+    await stores.runs.start(run_start("r1", C1))
+    await stores.runs.finish(
+        RunFinish(run_id="r1", status="completed", ended_at=1, results=_results("r1", 10))
+    )
+    tail = await stores.runs.results_after("r1", after_host_seq=7, limit=100)
+    assert [r.host_seq for r in tail] == [8, 9, 10]
+    head = await stores.runs.results_after("r1", after_host_seq=0, limit=2)
+    assert [r.host_seq for r in head] == [1, 2]
+    assert await stores.runs.results_after("other", after_host_seq=0, limit=10) == []
+
+
+async def test_finishing_twice_is_refused_and_changes_nothing(stores: HostStores) -> None:
+    """A second ``finish`` raises and writes none of its rows (one transaction)."""
+    await stores.runs.start(run_start("r1", C1))
+    await stores.runs.finish(
+        RunFinish(run_id="r1", status="completed", ended_at=1, results=_results("r1", 2))
+    )
+    with pytest.raises(RunStateError):
+        await stores.runs.finish(
+            RunFinish(
+                run_id="r1",
+                status="failed",
+                code="x",
+                ended_at=2,
+                transcript=[item(C1, "late")],
+            )
+        )
+    run = await stores.runs.get("r1")
+    assert run is not None and run.status == "completed"
+    items, _ = await stores.transcript.page(conversation=C1, limit=10)
+    assert items == []
+    with pytest.raises(RunStateError):
+        await stores.runs.finish(RunFinish(run_id="unknown", status="completed", ended_at=1))
+
+
+async def test_a_failing_finish_rolls_back_every_row(stores: HostStores) -> None:
+    """When a result row cannot be written (duplicate host seq), the outcome, items and records stay unwritten."""
+    await stores.runs.start(run_start("r1", C1))
+    results = _results("r1", 3)
+    with pytest.raises(Exception, match=r"(?i)unique|duplicate"):
+        await stores.runs.finish(
+            RunFinish(
+                run_id="r1",
+                status="completed",
+                ended_at=9,
+                results=[*results, results[0]],
+                transcript=[item(C1, "answer")],
+            )
+        )
+    run = await stores.runs.get("r1")
+    assert run is not None and run.status == "running"
+    assert await stores.runs.results_after("r1", after_host_seq=0, limit=10) == []
+    items, _ = await stores.transcript.page(conversation=C1, limit=10)
+    assert items == []
+
+
+async def test_close_interrupted_fails_running_runs_with_a_replayable_result(stores: HostStores) -> None:
+    """Runs left running get status failed/host_restarted, a run.failed result after their results, and a host record."""
+    await stores.runs.start(run_start("r1", C1))
+    await stores.runs.start(run_start("r2", None))
+    await stores.runs.start(run_start("done", C1))
+    await stores.runs.finish(RunFinish(run_id="done", status="completed", ended_at=1))
+    closed = await stores.runs.close_interrupted(ended_at=7_000)
+    assert sorted(closed) == ["r1", "r2"]
+    for run_id in closed:
+        run = await stores.runs.get(run_id)
+        assert run is not None
+        assert (run.status, run.code, run.ended_at) == ("failed", HOST_RESTARTED, 7_000)
+        (failed,) = await stores.runs.results_after(run_id, after_host_seq=0, limit=10)
+        assert (failed.host_seq, failed.type) == (1, "run.failed")
+        parsed = RunFailedResult.model_validate(failed.payload)
+        assert parsed.data.code == HOST_RESTARTED
+        assert [e.event_type for e in await stores.events.for_run(run_id)] == ["run.started", "run.failed"]
+    assert await stores.runs.close_interrupted(ended_at=8_000) == []
+    done = await stores.runs.get("done")
+    assert done is not None and done.status == "completed"
+
+
+async def test_run_results_are_deleted_with_their_run(stores: HostStores) -> None:
+    """Results reference their run; deleting a run removes its results (foreign key with cascade)."""
+    await stores.runs.start(run_start("r1", C1))
+    await stores.runs.finish(
+        RunFinish(run_id="r1", status="completed", ended_at=1, results=_results("r1", 3))
+    )
+    async with stores.engine.begin() as conn:
+        await conn.execute(text("DELETE FROM runs WHERE run_id = 'r1'"))
+    assert await stores.runs.results_after("r1", after_host_seq=0, limit=10) == []
