@@ -112,13 +112,14 @@ def test_codex_http_entry_is_required_pre_approved_and_keeps_the_token_out() -> 
     }
 
 
-def test_codex_stdio_entry_launches_the_proxy() -> None:
-    """The Codex stdio table starts the proxy with its env, required and pre-approved."""
-    entry = tomllib.loads(codex_config_toml(ENDPOINT, transport="stdio"))["mcp_servers"]["agentrunner"]
-    assert entry == {
+def test_codex_stdio_entry_launches_the_proxy_without_writing_the_token() -> None:
+    """The Codex stdio table starts the proxy, forwards its two variables from Codex's env, and is pre-approved."""
+    text = codex_config_toml(ENDPOINT, transport="stdio")
+    assert "tok-secret" not in text
+    assert tomllib.loads(text)["mcp_servers"]["agentrunner"] == {
         "command": sys.executable,
         "args": ["-m", "agentrunner_mcp.proxy"],
-        "env": {PROXY_URL_ENV: ENDPOINT.url, PROXY_TOKEN_ENV: "tok-secret"},
+        "env_vars": [PROXY_URL_ENV, PROXY_TOKEN_ENV],
         "required": True,
         "default_tools_approval_mode": "approve",
     }
@@ -148,10 +149,8 @@ async def test_codex_config_file_is_written_owner_only(tmp_path: Path) -> None:
     async with create_external_mcp_bridge(ctx, make_api(ctx, FakeTransport())) as bridge:
         path = bridge.write_codex_config(tmp_path, transport="stdio")
         assert path == tmp_path / CODEX_CONFIG_FILE
-        assert (
-            tomllib.loads(path.read_text())["mcp_servers"]["agentrunner"]["env"][PROXY_TOKEN_ENV]
-            == bridge.token
-        )
+        entry = tomllib.loads(path.read_text())["mcp_servers"]["agentrunner"]
+        assert entry["env_vars"] == list(bridge.env)
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
 
 

@@ -103,6 +103,10 @@ def _toml_str(value: str) -> str:
     return _json.dumps_str(value)
 
 
+def _toml_list(values: list[str]) -> str:
+    return "[" + ", ".join(_toml_str(v) for v in values) + "]"
+
+
 def _codex_entries(endpoint: BridgeEndpoint, transport: HarnessTransport) -> list[tuple[str, str]]:
     entries: list[tuple[str, str]]
     if transport == "http":
@@ -110,11 +114,12 @@ def _codex_entries(endpoint: BridgeEndpoint, transport: HarnessTransport) -> lis
         entries = [("url", _toml_str(endpoint.url)), ("bearer_token_env_var", _toml_str(PROXY_TOKEN_ENV))]
     else:
         command, *args = proxy_command()
-        env = ", ".join(f"{key} = {_toml_str(value)}" for key, value in proxy_env(endpoint).items())
+        # env_vars forwards these from Codex's own environment to the proxy (Codex clears the rest), so the
+        # token stays out of this file here too.
         entries = [
             ("command", _toml_str(command)),
-            ("args", "[" + ", ".join(_toml_str(a) for a in args) + "]"),
-            ("env", "{ " + env + " }"),
+            ("args", _toml_list(args)),
+            ("env_vars", _toml_list([PROXY_URL_ENV, PROXY_TOKEN_ENV])),
         ]
     # required: Codex otherwise sends the first turn before tools/list has answered.
     # default_tools_approval_mode: `codex exec` otherwise refuses every MCP call ("approval policy is never").
@@ -123,7 +128,10 @@ def _codex_entries(endpoint: BridgeEndpoint, transport: HarnessTransport) -> lis
 
 
 def codex_config_toml(endpoint: BridgeEndpoint, *, transport: HarnessTransport = "http") -> str:
-    """A Codex ``config.toml`` fragment: the ``[mcp_servers.<name>]`` table of this run's server."""
+    """A Codex ``config.toml`` fragment: the ``[mcp_servers.<name>]`` table of this run's server.
+
+    Neither transport writes the token: Codex must run with :func:`proxy_env` in its environment.
+    """
     lines = [f"[mcp_servers.{endpoint.server_name}]"]
     lines += [f"{key} = {value}" for key, value in _codex_entries(endpoint, transport)]
     return "\n".join(lines) + "\n"
