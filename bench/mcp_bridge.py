@@ -6,7 +6,8 @@
   event loop, one ``ClientSession`` each (perf-floors row N; goal ≤ 1.2x);
 * per-run set-up: ``BridgeServer.open_run`` + ``close`` on a running server (goal ≤ 10 ms; row O says a
   per-run server process would cost ~1.8 s);
-* informational: opening a session (initialize + tools/list) on the bridge vs on the raw server.
+* informational: opening a session (initialize + tools/list) on the bridge vs on the raw server; and, in full
+  mode only (it spawns a process), ``call_tool`` through the stdio proxy vs the same call over HTTP directly.
 
 Runs under ``python -m bench`` (``measures``) or alone: ``uv run python -m bench.mcp_bridge``.
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import socket
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Generator
 from typing import Any
@@ -24,8 +26,9 @@ import uvicorn
 from agentrunner.actions import BackCallRequest
 from agentrunner.api import AgentRunAPI
 from agentrunner.context import AgentRunContext
-from agentrunner_mcp import BridgeServer
-from mcp import ClientSession
+from agentrunner_mcp import PROXY_TOKEN_ENV, PROXY_URL_ENV, BridgeServer
+from agentrunner_mcp.projections import proxy_command
+from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server.mcpserver import MCPServer
 from starlette.types import ASGIApp
@@ -118,7 +121,9 @@ class _Rig:
     """Servers and sessions held open by one background task (anyio scopes must exit in the task that
     entered them, and the framework runs each sample as its own task)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, with_proxy: bool) -> None:
+        self.with_proxy = with_proxy
+        self.proxy_client: ClientSession | None = None
         self.bridge = BridgeServer()
         self.bridge_client: ClientSession | None = None
         self.raw_client: ClientSession | None = None
@@ -138,13 +143,23 @@ class _Rig:
                 _session(self.raw_url, {}) as raw_client,
             ):
                 self.bridge_client, self.raw_client = bridge_client, raw_client
-                self.ready.set()
-                await self.done.wait()
+                if not self.with_proxy:
+                    self.ready.set()
+                    await self.done.wait()
+                    return
+                command, *args = proxy_command()
+                env = {**os.environ, PROXY_URL_ENV: self.bridge.url, PROXY_TOKEN_ENV: self.token}
+                params = StdioServerParameters(command=command, args=args, env=env)
+                async with stdio_client(params) as (read, write), ClientSession(read, write) as proxy_client:
+                    await proxy_client.initialize()
+                    self.proxy_client = proxy_client
+                    self.ready.set()
+                    await self.done.wait()
 
 
 def measures(ctx: SuiteContext) -> list[Measure]:
     """The suite's rows."""
-    rig = _Rig()
+    rig = _Rig(with_proxy=not ctx.quick)
     holder = ctx.loop.create_task(rig.hold())
 
     async def started() -> None:
@@ -191,6 +206,23 @@ def measures(ctx: SuiteContext) -> list[Measure]:
         return open_list_close
 
     bridge_headers = {"Authorization": f"Bearer {rig.token}"}
+    rows: list[Measure] = []
+    proxy_client = rig.proxy_client
+    if proxy_client is not None:
+
+        async def proxy_call() -> None:
+            result = await proxy_client.call_tool("state_get", args)
+            assert not result.is_error
+
+        rows.append(
+            Measure(
+                "call_tool through the stdio proxy (full mode only)",
+                proxy_call,
+                floor=bridge_call,
+                floor_name="the same call over streamable HTTP straight to the bridge",
+                unit="µs/call",
+            )
+        )
     return [
         Measure(
             "call_tool through the bridge (HTTP, back-call over memory)",
@@ -213,6 +245,7 @@ def measures(ctx: SuiteContext) -> list[Measure]:
             floor_name="the same against the raw MCPServer",
             unit="µs/session",
         ),
+        *rows,
     ]
 
 
