@@ -14,6 +14,7 @@ from .errors import (
 from .events import MAX_SUMMARY_CHARS, AppendOutcome, EventEntry, EventKind, EventLog, StoredEvent
 from .facade import HostStores
 from .idempotency import IdempotencyStore
+from .records import Role, TranscriptItemType
 from .runs import HOST_RESTARTED, ResultRecord, RunFinish, RunRecord, RunStart, RunStatus, RunStore
 from .state import StateItem, StateKey, StateStore
 from .storage import DEFAULT_STORAGE_MAX_BYTES, StorageItem, StorageKey, StorageStore
@@ -34,6 +35,8 @@ __all__ = [
     "StoredTranscriptItem",
     "Transcript",
     "TranscriptEntry",
+    "Role",
+    "TranscriptItemType",
     # runs
     "HOST_RESTARTED",
     "ResultRecord",

@@ -15,7 +15,8 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any, Final, TypeVar
 
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy import Connection
+from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from agentrunner_host.db import SQLITE_BEGIN_OPTION
@@ -56,15 +57,33 @@ class Database:
 
     async def transact(self, work: Callable[[AsyncConnection], Awaitable[T]]) -> T:
         """Run *work* in one write transaction, committing when it returns; retried on write races."""
+
+        async def plain(conn: AsyncConnection, _careful: bool) -> T:
+            return await work(conn)
+
+        return await self.transact_optimistic(plain)
+
+    async def transact_optimistic(self, work: Callable[[AsyncConnection, bool], Awaitable[T]]) -> T:
+        """Like :meth:`transact`, for work with a cheap optimistic path: *work* gets ``careful=False`` first
+        and, if that attempt hits a unique constraint, is rolled back and run again with ``careful=True``
+        (it then looks before it inserts). A unique violation of a careful attempt is final on SQLite (the
+        writer lock rules out races there) and retried on PostgreSQL (a concurrent insert may have won)."""
+        careful = False
         for attempt in range(_ATTEMPTS):
+            last = attempt == _ATTEMPTS - 1
             try:
                 async with self._write() as conn:
-                    return await work(conn)
+                    return await work(conn, careful)
             except RetryTransaction:
-                if attempt == _ATTEMPTS - 1:
+                if last:
                     raise
+            except IntegrityError as exc:
+                if last or (careful and not self._retryable(exc)):
+                    raise
+                careful = True
+                continue
             except DBAPIError as exc:
-                if attempt == _ATTEMPTS - 1 or not self._retryable(exc):
+                if last or not self._retryable(exc):
                     raise
             await asyncio.sleep(0.001 * (attempt + 1))
         raise AssertionError("unreachable")
@@ -91,13 +110,17 @@ class Database:
                 if conn is not None:
                     await conn.close()
                 conn = await self.engine.connect()
-                await conn.execution_options(**{SQLITE_BEGIN_OPTION: "IMMEDIATE"})
+                # Let the driver open the transaction implicitly with the first write statement, inside
+                # that statement's own round trip: saves one per transaction. Write transactions start with
+                # a write (reads come after), so the lock is taken up front as with BEGIN IMMEDIATE.
+                await conn.execution_options(**{SQLITE_BEGIN_OPTION: None})
+                await conn.run_sync(_implicit_begin)
                 self._writer = conn
             try:
                 async with conn.begin():
                     yield conn
             except BaseException:
-                if conn.invalidated:
+                if conn.invalidated or conn.closed:
                     self._writer = None
                     await conn.close()
                 raise
@@ -114,5 +137,12 @@ class Database:
         async with self._lock:
             self._closed = True
             if self._writer is not None:
+                # the driver connection was switched to implicit transactions: never hand it back to the pool
+                await self._writer.invalidate()
                 await self._writer.close()
                 self._writer = None
+
+
+def _implicit_begin(connection: Connection) -> None:
+    dbapi: Any = connection.connection.dbapi_connection
+    dbapi.isolation_level = "DEFERRED"

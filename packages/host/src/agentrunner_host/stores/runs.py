@@ -19,10 +19,10 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from agentrunner_host.access import ConversationKey
 
 from ._db import Database, now_ms
+from ._facts import write_facts
 from .errors import RunExistsError, RunStateError
-from .events import EventEntry, insert_events
 from .models import ResultRow, RunRow
-from .transcript import TranscriptEntry, insert_items
+from .records import EventEntry, TranscriptEntry
 
 __all__ = [
     "HOST_RESTARTED",
@@ -208,10 +208,12 @@ class RunStore:
         """Store the run as ``running`` with its start records and user item, in one transaction."""
         conversation = start.conversation
 
-        async def work(conn: AsyncConnection) -> None:
-            found = await conn.execute(select(RUNS.c.run_id).where(RUNS.c.run_id == start.run_id))
-            if found.first() is not None:
-                raise RunExistsError(f"run {start.run_id} is already stored")
+        async def work(conn: AsyncConnection, careful: bool) -> None:
+            # optimistic first: a unique violation (known run or event id) brings us back here carefully
+            if careful:
+                found = await conn.execute(select(RUNS.c.run_id).where(RUNS.c.run_id == start.run_id))
+                if found.first() is not None:
+                    raise RunExistsError(f"run {start.run_id} is already stored")
             await conn.execute(
                 insert(RUNS).values(
                     run_id=start.run_id,
@@ -230,12 +232,17 @@ class RunStore:
                     usage={},
                 )
             )
-            now = now_ms()
-            await insert_events(conn, self._db.dialect, start.start_events, now=now)
-            if start.user_turn is not None:
-                await insert_items(conn, self._db.dialect, [start.user_turn], now=now)
+            await write_facts(
+                conn,
+                self._db.dialect,
+                events=start.start_events,
+                items=[start.user_turn] if start.user_turn is not None else [],
+                now=now_ms(),
+                careful=careful,
+                returning=False,
+            )
 
-        await self._db.transact(work)
+        await self._db.transact_optimistic(work)
 
     async def finish(self, finish: RunFinish) -> None:
         """Store the outcome, every result, the transcript items and host records, in one transaction.
@@ -243,7 +250,7 @@ class RunStore:
         Raises :class:`RunStateError` when the run is unknown or already finished (nothing is written).
         """
 
-        async def work(conn: AsyncConnection) -> None:
+        async def work(conn: AsyncConnection, careful: bool) -> None:
             updated = await conn.execute(
                 update(RUNS)
                 .where(RUNS.c.run_id == finish.run_id, RUNS.c.status == "running")
@@ -259,12 +266,17 @@ class RunStore:
                 raise RunStateError(f"run {finish.run_id} is unknown or not running")
             if finish.results:
                 await conn.execute(insert(RESULTS), [_result_row(r) for r in finish.results])
-            now = now_ms()
-            # events before transcript, as in start(): counters are always locked in the same order
-            await insert_events(conn, self._db.dialect, finish.events, now=now)
-            await insert_items(conn, self._db.dialect, finish.transcript, now=now)
+            await write_facts(
+                conn,
+                self._db.dialect,
+                events=finish.events,
+                items=finish.transcript,
+                now=now_ms(),
+                careful=careful,
+                returning=False,
+            )
 
-        await self._db.transact(work)
+        await self._db.transact_optimistic(work)
 
     async def get(self, run_id: str) -> RunRecord | None:
         """The run, or ``None``."""
@@ -352,7 +364,9 @@ class RunStore:
                 .values(status="failed", code=code, message=text, ended_at=ended_at)
             )
             await conn.execute(insert(RESULTS), results)
-            await insert_events(conn, self._db.dialect, events, now=now_ms())
+            await write_facts(
+                conn, self._db.dialect, events=events, now=now_ms(), careful=True, returning=False
+            )
             return [r.run_id for r in runs]
 
         return await self._db.transact(work)

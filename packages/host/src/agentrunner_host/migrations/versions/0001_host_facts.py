@@ -86,12 +86,22 @@ def upgrade() -> None:
     )
     if dialect == "sqlite":
         # Its own copy of the text: the transcript table is clustered WITHOUT ROWID, which external-content
-        # FTS5 cannot point at. `scope` holds one token per (conversation, thread) so a search only walks
-        # the postings of its own thread.
+        # FTS5 cannot point at. `scope` holds one token per (conversation, thread), built by the trigger
+        # below exactly as agentrunner_host.stores.transcript.fts_scope builds it, so a search only walks
+        # the postings of its own thread. The trigger fills the index inside the INSERT itself.
         op.execute(
             "CREATE VIRTUAL TABLE transcript_fts USING fts5("
             "body, scope, conversation_id UNINDEXED, thread_id UNINDEXED, seq UNINDEXED, "
             "tokenize = 'unicode61 remove_diacritics 2')"
+        )
+        op.execute(
+            "CREATE TRIGGER transcript_items_fts AFTER INSERT ON transcript_items "
+            "WHEN NEW.content IS NOT NULL AND NEW.content != '' BEGIN "
+            "INSERT INTO transcript_fts (body, scope, conversation_id, thread_id, seq) VALUES ("
+            "NEW.content, "
+            "'s' || lower(hex(length(NEW.conversation_id) || ':' || NEW.conversation_id || char(31) || NEW.thread_id)), "
+            "NEW.conversation_id, NEW.thread_id, NEW.seq); "
+            "END"
         )
     elif dialect == "postgresql":
         op.execute(
@@ -208,6 +218,7 @@ def downgrade() -> None:
     op.drop_table("run_results")
     op.drop_table("runs")
     if dialect == "sqlite":
+        op.execute("DROP TRIGGER transcript_items_fts")
         op.execute("DROP TABLE transcript_fts")
     op.drop_table("transcript_items")
     op.drop_table("events")
