@@ -12,5 +12,6 @@ __all__ = ["SUITES", "Goal", "Measure", "SuiteContext", "SuiteRef"]
 
 SUITES: list[SuiteRef] = [
     SuiteRef("sdk", "bench.sdk_models", "Protocol models: a 5 KB context and a 52-result stream vs orjson"),
+    SuiteRef("stores", "bench.stores", "Stores: persisted run vs one transaction; history.page at 10k-1M rows"),
 ]
 """Every suite, in the order they run and appear in the table."""
