@@ -1,0 +1,274 @@
+"""Drive one run of a runner against the simulated host and record everything that happened.
+
+:func:`drive_run` plays the host's side of the run contract in process: it iterates ``runner.run(ctx, api)``,
+validates each result as it arrives, applies ``state.updated`` to the host, ends the run's back-call session
+at the terminal result, keeps reading to catch output after it, and optionally cancels the run or lets its
+deadline pass. The :class:`RunRecord` it returns is what the invariants judge.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import Any, Literal, cast
+
+from agentrunner import (
+    TERMINAL_RESULT_TYPES,
+    AgentRunAPI,
+    AgentRunContext,
+    AgentRunner,
+    ParsedResult,
+    parse_result,
+)
+from pydantic import BaseModel, ValidationError
+
+from .host import CallRecord, FaultPlan, SimulatedHost
+
+__all__ = ["CancelPlan", "Ending", "ObservedResult", "RunHandle", "RunRecord", "drive_run", "start_run"]
+
+Ending = Literal["returned", "raised", "cancelled", "abandoned"]
+"""How run() ended: it returned, raised, let a cancel propagate, or never stopped and was abandoned."""
+
+_HUNG_AFTER = 10.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CancelPlan:
+    """When the host cancels a run: whichever comes first of a back-call waiting for its answer,
+    *after_results* results, or *after_seconds* seconds."""
+
+    after_results: int = 0
+    """Cancel once this many results arrived (0: no result count)."""
+    after_seconds: float = 0.02
+    """Cancel this long after the start at the latest."""
+    grace: float = 0.5
+    """Seconds the run has to stop once cancelled."""
+
+
+@dataclass(slots=True, kw_only=True)
+class ObservedResult:
+    """One item a runner yielded, as the host saw it."""
+
+    index: int
+    """0-based position in the stream."""
+    raw: dict[str, Any] | None
+    """The item as a JSON object (``None`` when it could not be encoded)."""
+    parsed: ParsedResult | None
+    """The validated result (``None`` when it failed validation)."""
+    problem: str | None = None
+    """Why it failed validation."""
+    after_cancel: bool = False
+    """It arrived after the host cancelled the run."""
+
+    @property
+    def type(self) -> str | None:
+        """The result's ``type`` when it has one."""
+        if self.parsed is not None:
+            return self.parsed.type
+        value = self.raw.get("type") if self.raw is not None else None
+        return value if isinstance(value, str) else None
+
+    @property
+    def is_terminal(self) -> bool:
+        """Whether it is a valid terminal result."""
+        return self.parsed is not None and self.parsed.type in TERMINAL_RESULT_TYPES
+
+
+@dataclass(slots=True, kw_only=True)
+class RunRecord:
+    """Everything observed about one run."""
+
+    ctx: AgentRunContext
+    """The context the run received."""
+    results: list[ObservedResult] = field(default_factory=lambda: list[ObservedResult]())
+    """What it yielded, in order."""
+    ending: Ending = "returned"
+    """How run() ended."""
+    exception: BaseException | None = None
+    """What run() raised, when it raised."""
+    calls: list[CallRecord] = field(default_factory=lambda: list[CallRecord]())
+    """Back-calls made for this run (including late ones)."""
+    cancelled_at: int | None = None
+    """Number of results received when the host cancelled the run (``None``: never cancelled)."""
+    stopped_in_grace: bool | None = None
+    """After a cancel: whether run() stopped within the grace period."""
+    deadline_overrun: float | None = None
+    """Seconds the run was still going past ``deadline_at`` + grace, when the host had to end it."""
+    duration: float = 0.0
+    """Wall time of the run in seconds."""
+    crash_requirement: str = "run.no-unhandled-exception"
+    """Requirement a non-API exception from run() breaks in this scenario."""
+    marker: str | None = None
+    """Unique marker of this run's data, for leak detection."""
+
+    def output_text(self) -> str:
+        """Every result, encoded, for leak searches."""
+        return "\n".join(str(r.raw) for r in self.results)
+
+    def describe(self) -> str:
+        """A short summary: the types yielded and how the run ended."""
+        types = ", ".join(r.type or "?" for r in self.results) or "nothing"
+        return f"yielded [{types}]; {self.ending}" + (f" ({self.exception!r})" if self.exception else "")
+
+
+def _observe(index: int, item: object, *, after_cancel: bool) -> ObservedResult:
+    raw: dict[str, Any] | None
+    if isinstance(item, BaseModel):
+        try:
+            raw = item.model_dump(mode="json", warnings=False)
+        except Exception as exc:  # a broken model must be reported, not crash the kit
+            return ObservedResult(index=index, raw=None, parsed=None, problem=f"cannot encode: {exc}")
+    elif isinstance(item, dict):
+        raw = {str(k): v for k, v in cast(dict[Any, Any], item).items()}
+    else:
+        return ObservedResult(
+            index=index, raw=None, parsed=None, problem=f"yielded a {type(item).__name__}, not a result"
+        )
+    try:
+        parsed = parse_result(raw)
+    except (ValidationError, ValueError) as exc:
+        problem = str(exc).splitlines()[0] if not isinstance(exc, ValidationError) else _first_error(exc)
+        return ObservedResult(index=index, raw=raw, parsed=None, problem=problem, after_cancel=after_cancel)
+    return ObservedResult(index=index, raw=raw, parsed=parsed, after_cancel=after_cancel)
+
+
+def _first_error(exc: ValidationError) -> str:
+    error = exc.errors()[0]
+    where = ".".join(str(p) for p in error["loc"])
+    return f"{where}: {error['msg']}"
+
+
+class RunHandle:
+    """A run in progress on the simulated host; obtained from :func:`start_run`."""
+
+    record: RunRecord
+    """What has been observed so far (complete once :meth:`finish` returned)."""
+
+    def __init__(self, runner: AgentRunner, record: RunRecord, host: SimulatedHost, api: AgentRunAPI) -> None:
+        self.record = record
+        self._host = host
+        self._started = time.monotonic()
+        self._task = asyncio.create_task(self._consume(runner, api), name=f"run {record.ctx.run_id}")
+
+    @property
+    def done(self) -> bool:
+        """Whether run() has stopped."""
+        return self._task.done()
+
+    async def _consume(self, runner: AgentRunner, api: AgentRunAPI) -> None:
+        record, host = self.record, self._host
+        run_id = record.ctx.run_id
+        stream = aiter(runner.run(record.ctx, api))
+        try:
+            async for item in stream:
+                observed = _observe(len(record.results), item, after_cancel=record.cancelled_at is not None)
+                record.results.append(observed)
+                if observed.parsed is not None:
+                    host.apply(run_id, observed.parsed)
+                if observed.is_terminal:
+                    host.close(run_id)
+        finally:
+            closer = getattr(stream, "aclose", None)
+            if closer is not None:
+                await closer()
+
+    async def cancel(self, *, grace: float) -> None:
+        """Cancel the run as the host does and give it *grace* seconds to stop (then end it by force)."""
+        if self._task.done() or self.record.cancelled_at is not None:
+            return
+        self.record.cancelled_at = len(self.record.results)
+        self._task.cancel()
+        await asyncio.wait({self._task}, timeout=grace)
+        self.record.stopped_in_grace = self._task.done()
+        if not self._task.done():
+            await _stop(self._task)
+
+    async def cancel_when_due(self, plan: CancelPlan) -> None:
+        """Cancel once *plan* says so: after its result count, or while the run waits on a back-call."""
+        run_id = self.record.ctx.run_id
+        give_up = self._started + plan.after_seconds
+        while not self._task.done() and time.monotonic() < give_up:
+            due = plan.after_results > 0 and len(self.record.results) >= plan.after_results
+            if due or self._host.pending(run_id):
+                break
+            await asyncio.sleep(0.001)
+        await self.cancel(grace=plan.grace)
+
+    async def finish(self, *, deadline_grace: float = 0.5, linger: float = 0.0) -> RunRecord:
+        """Wait for the run to end (enforcing its deadline) and return the complete record."""
+        record, task = self.record, self._task
+        deadline = record.ctx.runtime.deadline_at
+        try:
+            if deadline is not None:
+                budget = max(0.0, deadline - time.time()) + deadline_grace
+                await asyncio.wait({task}, timeout=budget)
+                if not task.done():
+                    record.deadline_overrun = deadline_grace
+            else:
+                await asyncio.wait({task}, timeout=_HUNG_AFTER)
+            if not task.done():
+                await _stop(task)
+        finally:
+            if not task.done():  # our caller was cancelled: never leave the run behind
+                task.cancel()
+        record.duration = time.monotonic() - self._started
+        if not task.done():
+            record.ending = "abandoned"
+        elif task.cancelled():
+            record.ending = "cancelled"
+        elif task.exception() is not None:
+            record.ending = "raised"
+            record.exception = task.exception()
+        self._host.close(record.ctx.run_id)
+        if linger > 0:
+            await asyncio.sleep(linger)
+        record.calls = self._host.calls_for(record.ctx.run_id)
+        return record
+
+
+async def start_run(
+    runner: AgentRunner,
+    ctx: AgentRunContext,
+    host: SimulatedHost,
+    *,
+    plan: FaultPlan | None = None,
+    crash_requirement: str = "run.no-unhandled-exception",
+    marker: str | None = None,
+) -> RunHandle:
+    """Start *runner* on *ctx* against *host* in the current event loop and return its handle."""
+    api = host.open(ctx, plan=plan)
+    record = RunRecord(ctx=ctx, crash_requirement=crash_requirement, marker=marker)
+    return RunHandle(runner, record, host, api)
+
+
+async def drive_run(
+    runner: AgentRunner,
+    ctx: AgentRunContext,
+    host: SimulatedHost,
+    *,
+    plan: FaultPlan | None = None,
+    cancel: CancelPlan | None = None,
+    deadline_grace: float = 0.5,
+    linger: float = 0.0,
+    crash_requirement: str = "run.no-unhandled-exception",
+    marker: str | None = None,
+) -> RunRecord:
+    """Run *runner* on *ctx* against *host* and record the run (see the module docstring).
+
+    *cancel* cancels the run as planned; *linger* keeps watching the host for that many seconds after the run
+    ended, to catch late back-calls.
+    """
+    handle = await start_run(runner, ctx, host, plan=plan, crash_requirement=crash_requirement, marker=marker)
+    if cancel is not None:
+        await handle.cancel_when_due(cancel)
+    return await handle.finish(deadline_grace=deadline_grace, linger=linger)
+
+
+async def _stop(task: asyncio.Task[None]) -> None:
+    """End a run that did not stop by itself: cancel it, again and again, for a bounded time."""
+    for _ in range(20):
+        if task.done():
+            return
+        task.cancel()
+        await asyncio.wait({task}, timeout=0.05)

@@ -1,0 +1,135 @@
+"""The stateful probe: a Hypothesis state machine that plays a busy host against one runner instance.
+
+It starts runs (some with deadlines that pass), lets them interleave on one instance and one simulated host,
+cancels some mid-stream (when the runner declares ``interrupt``), and at the end of each example judges every
+run with the per-run invariants plus the cross-run leak check. Hypothesis's stateful testing is synchronous,
+so every coroutine goes through one anyio blocking portal: one event loop for the whole machine.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, field
+
+import anyio
+from agentrunner import AgentRunner, AgentRunnerManifest
+from anyio.from_thread import BlockingPortal
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
+
+from .execution import RunHandle, RunRecord, start_run
+from .host import CallBehaviour, FaultPlan, SimulatedHost
+from .invariants import Violation, check_no_cross_run_leak, evaluate_run
+from .profiles import Profile
+from .requirements import REQUIREMENTS
+from .strategies import EVENT_TYPES, fault_plans, run_contexts
+
+__all__ = ["MachineFinding", "ViolationFound", "runner_machine"]
+
+
+@dataclass(slots=True, kw_only=True)
+class MachineFinding:
+    """Where a machine example found its violation; the last one recorded is the shrunk example."""
+
+    violation: Violation
+    """What broke."""
+    steps: list[str] = field(default_factory=lambda: list[str]())
+    """The steps of the example, in order."""
+
+
+class ViolationFound(Exception):
+    """Raised inside Hypothesis examples to mark a violation (caught by the engine)."""
+
+    violation: Violation
+    """The violation."""
+
+    def __init__(self, violation: Violation) -> None:
+        super().__init__(f"{violation.requirement_id}: {violation.message}")
+        self.violation = violation
+
+
+def runner_machine(
+    factory: Callable[[], AgentRunner],
+    manifest: AgentRunnerManifest,
+    *,
+    portal: BlockingPortal,
+    profile: Profile,
+    ignored: Collection[str] = (),
+    findings: list[MachineFinding] | None = None,
+) -> type[RuleBasedStateMachine]:
+    """A state machine class bound to one runner, portal and profile.
+
+    Violations of requirements in *ignored* are not reported; the others are appended to *findings* and
+    raised as :class:`ViolationFound`.
+    """
+    caps = manifest.capabilities
+    found = findings if findings is not None else []
+
+    def applies(violation: Violation) -> bool:
+        gate = REQUIREMENTS[violation.requirement_id].gate
+        return violation.requirement_id not in ignored and (gate is None or gate.applies(caps))
+
+    class RunnerMachine(RuleBasedStateMachine):
+        """Concurrent runs, cancels and deadlines on one runner instance."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.runner = factory()
+            self.host = SimulatedHost()
+            self.handles: list[RunHandle] = []
+            self.steps: list[str] = []
+
+        def _start(self, data: st.DataObject, *, deadline_in: float | None) -> None:
+            marker = f"#R{len(self.handles)}#"
+            ctx = data.draw(run_contexts(marker=marker, event_types=EVENT_TYPES))
+            if deadline_in is None:
+                plan = data.draw(fault_plans(max_delay=0.02, error_weight=0.2))
+            else:
+                slow = data.draw(st.sampled_from([0.05, float("inf")]))
+                plan = FaultPlan(default=CallBehaviour(delay=slow))
+                runtime = ctx.runtime.model_copy(update={"deadline_at": time.time() + deadline_in})
+                ctx = ctx.model_copy(update={"runtime": runtime})
+            handle = portal.call(lambda: start_run(self.runner, ctx, self.host, plan=plan, marker=marker))
+            self.handles.append(handle)
+            deadline = "" if deadline_in is None else f", deadline in {deadline_in:g}s"
+            self.steps.append(
+                f"start run {marker} ({ctx.event.event_type}, input {ctx.input.text!r}, host {plan.describe()}{deadline})"
+            )
+
+        @rule(data=st.data())
+        def start_a_run(self, data: st.DataObject) -> None:
+            self._start(data, deadline_in=None)
+
+        @rule(data=st.data(), deadline_in=st.sampled_from([0.0, 0.01, 0.03]))
+        def start_a_run_whose_deadline_passes(self, data: st.DataObject, deadline_in: float) -> None:
+            self._start(data, deadline_in=deadline_in)
+
+        @precondition(lambda self: caps.interrupt and any(not h.done for h in self.handles))
+        @rule(data=st.data())
+        def cancel_a_run(self, data: st.DataObject) -> None:
+            live = [h for h in self.handles if not h.done]
+            if not live:  # it ended between the precondition and now
+                return
+            handle = data.draw(st.sampled_from(live))
+            self.steps.append(f"cancel run {handle.record.marker}")
+            portal.call(lambda: handle.cancel(grace=profile.cancel_grace))
+
+        @rule(ticks=st.integers(1, 5))
+        def let_time_pass(self, ticks: int) -> None:
+            self.steps.append(f"wait {ticks * 2}ms")
+            portal.call(anyio.sleep, ticks * 0.002)
+
+        def teardown(self) -> None:
+            records: list[RunRecord] = [
+                portal.call(lambda h=h: h.finish(deadline_grace=profile.deadline_grace, linger=0.002))
+                for h in self.handles
+            ]
+            violations = [v for r in records for v in evaluate_run(r, manifest)]
+            violations += check_no_cross_run_leak(records)
+            for violation in violations:
+                if applies(violation):
+                    found.append(MachineFinding(violation=violation, steps=list(self.steps)))
+                    raise ViolationFound(violation)
+
+    return RunnerMachine

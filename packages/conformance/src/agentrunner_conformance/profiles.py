@@ -1,0 +1,41 @@
+"""How hard a check searches: example counts and timing budgets, by profile name."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+__all__ = ["PROFILES", "Profile"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Profile:
+    """Search budget of one conformance check."""
+
+    name: str
+    """Profile name."""
+    max_examples: int
+    """Hypothesis examples per probe."""
+    stateful_steps: int
+    """Steps per state-machine example (concurrent runs, cancels, deadlines)."""
+    stateful_examples: int
+    """State-machine examples."""
+    cancel_grace: float = 0.5
+    """Seconds a cancelled run has to stop."""
+    deadline_grace: float = 0.5
+    """Seconds a run may go on once its deadline passed."""
+
+
+PROFILES: Final[dict[str, Profile]] = {
+    "quick": Profile(
+        name="quick",
+        max_examples=10,
+        stateful_steps=8,
+        stateful_examples=5,
+        cancel_grace=0.2,
+        deadline_grace=0.2,
+    ),
+    "default": Profile(name="default", max_examples=60, stateful_steps=20, stateful_examples=25),
+    "thorough": Profile(name="thorough", max_examples=300, stateful_steps=40, stateful_examples=100),
+}
+"""The built-in profiles: ``quick`` (seconds), ``default`` (about a minute at most), ``thorough``."""

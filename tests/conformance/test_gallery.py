@@ -1,0 +1,41 @@
+"""Acceptance: every deliberately broken runner fails exactly the requirement it breaks; echo passes."""
+
+from __future__ import annotations
+
+import pytest
+from agentrunner import AgentRunner
+from agentrunner_conformance import Outcome, check_runner
+from agentrunner_runner_echo import EchoRunner
+
+from .gallery import BROKEN
+from .support import FAST
+
+
+@pytest.mark.parametrize(
+    ("runner", "requirement_id"), list(BROKEN.items()), ids=lambda v: getattr(v, "__name__", v)
+)
+def test_a_broken_runner_fails_exactly_the_requirement_it_breaks(
+    runner: type[AgentRunner], requirement_id: str
+) -> None:
+    """The check fails the one broken requirement, with a shrunk example and the seed, and nothing else."""
+    report = check_runner(runner, profile=FAST, seed=1234)
+    assert report.failed_ids == {requirement_id}, report.summary()
+    failure = report.results[requirement_id]
+    assert failure.example, "a failure carries its minimal example"
+    assert failure.seed == 1234
+    assert not report.by_outcome(Outcome.BLOCKED)
+
+
+def test_the_gallery_covers_at_least_twelve_distinct_defects() -> None:
+    """The acceptance gallery is broad: a dozen runners or more, across ten requirements or more."""
+    assert len(BROKEN) >= 12
+    assert len(set(BROKEN.values())) >= 10
+
+
+def test_the_echo_runner_passes_every_requirement_that_applies_to_it() -> None:
+    """The reference runner is conformant: no FAIL and no BLOCKED, and gated checks are SKIPPED."""
+    report = check_runner(EchoRunner, profile=FAST, seed=99)
+    assert report.ok, report.summary()
+    assert report.results["capability.streaming.deltas-match-message"].outcome is Outcome.PASS
+    assert report.results["cancel.stops-within-grace"].outcome is Outcome.PASS
+    assert report.results["capability.multimodal-input.no-crash"].outcome is Outcome.SKIPPED
