@@ -45,6 +45,7 @@ from pydantic import ValidationError
 
 from .authorization import AuthorizationSnapshot, SnapshotBuilder
 from .bindings import BindingSet
+from .channel import Channel, ChannelClosed
 from .context_builder import ContextBuilder, HistoryHandles
 from .dispatcher import BackCallDispatcher, LiveRun
 from .errors import BindingNotFoundError, DuplicateEventError, RunnerTransportError
@@ -126,7 +127,7 @@ class RunHandle:
         self.run_id = run_id
         self.binding = binding
         self.snapshot = snapshot
-        self._queue: asyncio.Queue[DeliveredResult | None] = asyncio.Queue(maxsize=_QUEUE_SIZE)
+        self._channel: Channel[DeliveredResult] = Channel(_QUEUE_SIZE)
         self._detached = False
         self._outcome: asyncio.Future[RunOutcome] = asyncio.get_running_loop().create_future()
         self._task: asyncio.Task[None] | None = None
@@ -144,31 +145,26 @@ class RunHandle:
     def detach(self) -> None:
         """Stop delivering to a consumer (the run goes on and is still persisted)."""
         self._detached = True
-        while not self._queue.empty():
-            self._queue.get_nowait()
+        self._channel.clear()
 
     async def _deliver(self, item: DeliveredResult) -> None:
         if not self._detached:
-            # A bounded queue: a runner faster than its consumer is slowed down, host memory stays bounded.
-            await self._queue.put(item)
+            # Bounded: a runner faster than its consumer is slowed down, host memory stays bounded.
+            await self._channel.push(item)
 
-    def _close(self) -> None:
-        if self._detached:
-            return
-        try:
-            self._queue.put_nowait(None)
-        except asyncio.QueueFull:
-            # The consumer is gone or slow; make room for the end marker by dropping one undelivered item.
-            self._queue.get_nowait()
-            self._queue.put_nowait(None)
+    def _deliver_final(self, item: DeliveredResult | None) -> None:
+        if item is not None and not self._detached:
+            self._channel.push_final(item)
+        else:
+            self._channel.close()
 
     async def results(self) -> AsyncIterator[DeliveredResult]:
         """The delivered results, ending after the terminal one. One consumer per handle."""
         while True:
-            item = await self._queue.get()
-            if item is None:
+            try:
+                yield await self._channel.pull()
+            except ChannelClosed:
                 return
-            yield item
 
 
 class Orchestrator:
@@ -355,7 +351,7 @@ class Orchestrator:
                 parsed = parse_result(raw)
             except (ValidationError, ValueError) as exc:
                 raise _Violation("runner.invalid_result", f"invalid result: {_first_error(exc)}") from None
-            payload: dict[str, Any] = raw
+            payload: dict[str, Any] | bytes = raw
         else:
             obj: object = raw  # an in-process runner can yield anything at run time
             if not isinstance(obj, (AgentRunResultBase, UnknownResult)):  # pyright: ignore[reportUnnecessaryIsInstance]
@@ -363,8 +359,8 @@ class Orchestrator:
                     "runner.invalid_result", f"the runner yielded a {type(obj).__name__}, not a result"
                 )
             parsed = raw
-            payload = raw.model_dump(mode="json")
-            size = json.json_size(payload)
+            payload = raw.__pydantic_serializer__.to_json(raw)
+            size = len(payload)
             if size > policy.max_result_bytes:
                 raise _Violation(
                     "payload_too_large", f"a result of {size} bytes exceeds {policy.max_result_bytes}"
@@ -398,7 +394,9 @@ class Orchestrator:
                 "host_seq": state.host_seq,
                 "runner_sequence": result.sequence,
                 "type": result.type,
-                "payload": payload if delivered is result else delivered.model_dump(mode="json"),
+                "payload": payload
+                if delivered is result
+                else delivered.__pydantic_serializer__.to_json(delivered),
                 "created_at": now,
             }
         )
@@ -592,6 +590,7 @@ class Orchestrator:
     async def _finish(
         self, handle: RunHandle, state: _RunState, failure: tuple[str, str, bool] | None
     ) -> None:
+        final_item: DeliveredResult | None = None
         try:
             if state.terminal is None:
                 if failure is None:
@@ -616,13 +615,7 @@ class Orchestrator:
                     }
                 )
                 state.terminal = terminal
-                handle_item = DeliveredResult(state.host_seq, terminal)
-                if not handle._detached:  # pyright: ignore[reportPrivateUsage]
-                    try:
-                        handle._queue.put_nowait(handle_item)  # pyright: ignore[reportPrivateUsage]
-                    except asyncio.QueueFull:
-                        handle._queue.get_nowait()  # pyright: ignore[reportPrivateUsage]
-                        handle._queue.put_nowait(handle_item)  # pyright: ignore[reportPrivateUsage]
+                final_item = DeliveredResult(state.host_seq, terminal)
             if state.delta_buffer:
                 self._assistant_turn(
                     state,
@@ -641,7 +634,7 @@ class Orchestrator:
             except Exception:
                 log.exception("could not persist the end of run %s", state.run_id)
             self._handles.pop(state.run_id, None)
-            handle._close()  # pyright: ignore[reportPrivateUsage]
+            handle._deliver_final(final_item)  # pyright: ignore[reportPrivateUsage]
             if not handle._outcome.done():  # pyright: ignore[reportPrivateUsage]
                 handle._outcome.set_result(outcome)  # pyright: ignore[reportPrivateUsage]
             del terminal

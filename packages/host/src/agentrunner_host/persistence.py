@@ -9,6 +9,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from agentrunner import ArtifactRef
+from agentrunner import _json as json
 
 from .access import ConversationKey
 from .authorization import snapshot_json
@@ -220,7 +221,7 @@ async def persist_finish(stores: HostStores, state: _RunState, live: LiveRun | N
                     host_seq=r["host_seq"],
                     runner_sequence=r["runner_sequence"],
                     type=r["type"],
-                    payload=r["payload"],
+                    payload=json.loads(r["payload"]) if isinstance(r["payload"], bytes) else r["payload"],
                     created_at=r["created_at"],
                 )
                 for r in state.records
