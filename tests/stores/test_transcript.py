@@ -187,3 +187,18 @@ async def test_search_is_capped_at_fifty_hits(stores: HostStores) -> None:
     await stores.transcript.append_many([item(C1, f"needle {n}") for n in range(60)])
     hits = await stores.transcript.search(conversation=C1, query="needle", top_k=1000)
     assert len(hits) == 50
+
+
+async def test_concurrent_readers_and_a_writer_all_succeed(stores: HostStores) -> None:
+    """Twenty concurrent pages while items are appended all return full, ordered pages."""
+    await _fill(stores, C1, 60)
+
+    async def read() -> list[int]:
+        items, _ = await stores.transcript.page(conversation=C1, before_seq=51, limit=50)
+        return [i.seq for i in items]
+
+    pages, _ = await asyncio.gather(
+        asyncio.gather(*(read() for _ in range(20))),
+        asyncio.gather(*(stores.transcript.append_many([item(C1, "more")]) for _ in range(10))),
+    )
+    assert all(page == list(range(1, 51)) for page in pages)

@@ -48,6 +48,8 @@ class Database:
         """``sqlite`` or ``postgresql``."""
         self._lock = asyncio.Lock()
         self._writer: AsyncConnection | None = None
+        self._read_lock = asyncio.Lock()
+        self._reader: AsyncConnection | None = None
         self._closed = False
 
     @property
@@ -90,7 +92,24 @@ class Database:
 
     @asynccontextmanager
     async def read(self) -> AsyncGenerator[AsyncConnection]:
-        """A connection for reads (on SQLite without an explicit transaction: each statement is atomic)."""
+        """A connection for reads (on SQLite without an explicit transaction: each statement is atomic).
+
+        On SQLite one reader connection is held for the common, uncontended case (a pool checkout and its
+        reset cost more than a short keyset read); concurrent readers fall back to the pool.
+        """
+        if self.is_sqlite and not self._read_lock.locked():
+            async with self._read_lock:
+                conn = self._reader
+                if conn is None or conn.invalidated or conn.closed:
+                    if self._closed:
+                        raise RuntimeError("the stores are closed")
+                    conn = await self.engine.connect()
+                    await conn.execution_options(**{SQLITE_BEGIN_OPTION: None})
+                    self._reader = conn
+                # SQLAlchemy's transaction stays open between reads: no BEGIN was ever sent, so the driver is in
+                # autocommit and every statement sees the latest commit; ending it would cost a round trip
+                yield conn
+            return
         async with self.engine.connect() as conn:
             if self.is_sqlite:
                 await conn.execution_options(**{SQLITE_BEGIN_OPTION: None})
@@ -133,7 +152,11 @@ class Database:
         return state in _RETRY_SQLSTATES
 
     async def aclose(self) -> None:
-        """Release the held writer connection."""
+        """Release the held connections."""
+        async with self._read_lock:
+            if self._reader is not None:
+                await self._reader.close()
+                self._reader = None
         async with self._lock:
             self._closed = True
             if self._writer is not None:

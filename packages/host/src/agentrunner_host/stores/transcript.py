@@ -12,7 +12,7 @@ import re
 from collections.abc import Sequence
 from typing import Any, Final, Literal
 
-from sqlalchemy import bindparam, select, text
+from sqlalchemy import Select, bindparam, select, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from agentrunner_host.access import ConversationKey
@@ -39,6 +39,27 @@ MAX_SEARCH_TERMS: Final = 32
 """Words of a query beyond this many are ignored."""
 
 _WORD: Final = re.compile(r"\w+")
+_NO_UPPER: Final = 2**62
+
+
+def _page_statement(order: Any) -> Select[Any]:
+    # one prebuilt statement per direction, bounds always bound (open ends get sentinels): no statement is
+    # built or cache key computed per call on the hot read path
+    return (
+        select(ITEMS)
+        .where(
+            ITEMS.c.conversation_id == bindparam("c"),
+            ITEMS.c.thread_id == bindparam("t"),
+            ITEMS.c.seq < bindparam("before"),
+            ITEMS.c.seq > bindparam("after"),
+        )
+        .order_by(order)
+        .limit(bindparam("n"))
+    )
+
+
+_PAGE_BACKWARD: Final = _page_statement(ITEMS.c.seq.desc())
+_PAGE_FORWARD: Final = _page_statement(ITEMS.c.seq.asc())
 
 
 def search_terms(query: str) -> list[str]:
@@ -83,18 +104,16 @@ class Transcript:
         """Up to *limit* items strictly between *after_seq* and *before_seq*, oldest first, and whether more
         exist in *direction*: ``backward`` takes the newest of the range (walking to older items),
         ``forward`` the oldest (walking to newer ones)."""
-        stmt = select(ITEMS).where(
-            ITEMS.c.conversation_id == conversation.conversation_id,
-            ITEMS.c.thread_id == main_line(conversation.thread_id),
-        )
-        if before_seq is not None:
-            stmt = stmt.where(ITEMS.c.seq < before_seq)
-        if after_seq is not None:
-            stmt = stmt.where(ITEMS.c.seq > after_seq)
-        order = ITEMS.c.seq.desc() if direction == "backward" else ITEMS.c.seq.asc()
-        stmt = stmt.order_by(order).limit(max(0, limit) + 1)
+        stmt = _PAGE_BACKWARD if direction == "backward" else _PAGE_FORWARD
+        params = {
+            "c": conversation.conversation_id,
+            "t": main_line(conversation.thread_id),
+            "before": _NO_UPPER if before_seq is None else before_seq,
+            "after": -1 if after_seq is None else after_seq,
+            "n": max(0, limit) + 1,
+        }
         async with self._db.read() as conn:
-            rows = (await conn.execute(stmt)).mappings().all()
+            rows = (await conn.execute(stmt, params)).mappings().all()
         has_more = len(rows) > limit
         items = [item_from_row(row) for row in rows[:limit]]
         if direction == "backward":
