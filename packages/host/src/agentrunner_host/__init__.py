@@ -1,1 +1,107 @@
-"""agentrunner host."""
+"""agentrunner host: receives events, resolves one binding, freezes a run-scoped authorization snapshot, runs
+the runner (in process or in its own process), consumes its result stream and serves its back-calls, and keeps
+the facts (event log, transcript, artifacts, state) in SQLAlchemy stores.
+
+Start with :class:`Host` (everything wired) or the CLI ``agentrunner serve``.
+"""
+
+from importlib.metadata import PackageNotFoundError as _PackageNotFoundError
+from importlib.metadata import version as _version
+
+from .access import ConversationKey, RunAccess, StateOwner, StorageOwner
+from .authorization import AuthorizationSnapshot, SnapshotBuilder
+from .bindings import BindingSet
+from .catalog import ResourceCatalog, ResourceSelection, SelectorRegistry, default_selectors
+from .context_builder import ContextBuilder, HistoryHandles
+from .dispatcher import AuditRecord, BackCallDispatcher
+from .errors import (
+    BindingConflictError,
+    BindingNotFoundError,
+    ConfigurationError,
+    DuplicateEventError,
+    HostError,
+    RunNotFoundError,
+    RunnerNotFoundError,
+    RunnerTransportError,
+    RunnerUnavailableError,
+)
+from .host import Host
+from .inprocess import InProcessConnection, InProcessTransport
+from .models import (
+    AgentBinding,
+    AgentConfig,
+    AgentEventEnvelope,
+    BindingScope,
+    DeliveryPolicy,
+    EventFilter,
+    ResourcePolicy,
+    RunPolicy,
+    StatePolicy,
+)
+from .orchestrator import DeliveredResult, Orchestrator, RunHandle, RunOutcome
+from .providers import KnowledgeProvider, ModelProvider, ToolProvider
+from .registry import RegistryWarning, RunnerDescriptor, RunnerRegistry
+from .transport import BackCallHandler, RawResult, RunnerConnection
+
+try:
+    __version__ = _version("agentrunner-host")
+except _PackageNotFoundError:  # pragma: no cover - source tree without metadata
+    __version__ = "0.0.0"
+
+__all__ = (
+    # the host
+    "Host",
+    "Orchestrator",
+    "RunHandle",
+    "RunOutcome",
+    "DeliveredResult",
+    # configuration models
+    "AgentEventEnvelope",
+    "AgentConfig",
+    "AgentBinding",
+    "BindingScope",
+    "EventFilter",
+    "ResourcePolicy",
+    "StatePolicy",
+    "DeliveryPolicy",
+    "RunPolicy",
+    "BindingSet",
+    # runners and transports
+    "RunnerRegistry",
+    "RunnerDescriptor",
+    "RegistryWarning",
+    "RunnerConnection",
+    "BackCallHandler",
+    "RawResult",
+    "InProcessConnection",
+    "InProcessTransport",
+    # authorization and context
+    "AuthorizationSnapshot",
+    "SnapshotBuilder",
+    "ResourceCatalog",
+    "ResourceSelection",
+    "SelectorRegistry",
+    "default_selectors",
+    "ContextBuilder",
+    "HistoryHandles",
+    "RunAccess",
+    "ConversationKey",
+    "StateOwner",
+    "StorageOwner",
+    # back-calls
+    "BackCallDispatcher",
+    "AuditRecord",
+    "ModelProvider",
+    "ToolProvider",
+    "KnowledgeProvider",
+    # errors
+    "HostError",
+    "ConfigurationError",
+    "BindingConflictError",
+    "BindingNotFoundError",
+    "DuplicateEventError",
+    "RunnerNotFoundError",
+    "RunnerUnavailableError",
+    "RunNotFoundError",
+    "RunnerTransportError",
+)
