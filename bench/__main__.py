@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -24,13 +25,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--repeats", type=int, metavar="N", help="override the number of repeats")
     parser.add_argument("--markdown", type=Path, metavar="FILE", help="also write the report to FILE")
+    parser.add_argument(
+        "--suite-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="treat a suite running longer as hung: print every stack and exit 1 (default 600, quick 120)",
+    )
     args = parser.parse_args(argv)
 
     mode = Mode.quick() if args.quick else Mode.full()
     if args.repeats is not None:
         if args.repeats < 1:
             parser.error("--repeats must be at least 1")
-        mode = Mode(repeats=args.repeats, sample_seconds=mode.sample_seconds)
+        mode = dataclasses.replace(mode, repeats=args.repeats)
+    if args.suite_timeout is not None:
+        mode = dataclasses.replace(mode, suite_timeout=args.suite_timeout)
     selected = [suite for suite in SUITES if args.only is None or suite.name in args.only]
 
     rows, errors = run_suites(selected, mode, quick=args.quick, progress=write_progress)

@@ -15,6 +15,7 @@ A suite is a module exposing ``measures(ctx: SuiteContext) -> list[Measure]``; s
 from __future__ import annotations
 
 import asyncio
+import faulthandler
 import gc
 import importlib
 import inspect
@@ -135,15 +136,32 @@ class SuiteContext:
         self._cleanups.append(callback)
 
     def close(self) -> None:
-        """Run the cleanups, then close the loop."""
-        try:
-            while self._cleanups:
-                outcome = self._cleanups.pop()()
+        """Run every cleanup (even after one fails), cancel left-over tasks, then close the loop.
+
+        Raises :class:`SuiteError` naming the first cleanup that failed.
+        """
+        failure: BaseException | None = None
+        while self._cleanups:
+            callback = self._cleanups.pop()
+            try:
+                outcome = callback()
                 if inspect.isawaitable(outcome):
                     self.run(outcome)
+            except (Exception, SystemExit) as exc:
+                failure = failure or SuiteError(f"cleanup {callback!r} raised {exc!r}")
+        try:
+            # Tasks a suite left running would otherwise be destroyed pending, with a warning.
+            leftovers = asyncio.all_tasks(self.loop)
+            for task in leftovers:
+                task.cancel()
+            if leftovers:
+                self.loop.run_until_complete(asyncio.gather(*leftovers, return_exceptions=True))
             self.loop.run_until_complete(self.loop.shutdown_asyncgens())
+            self.loop.run_until_complete(self.loop.shutdown_default_executor())
         finally:
             self.loop.close()
+        if failure is not None:
+            raise failure
 
 
 async def _as_coroutine(awaitable: Awaitable[Any]) -> Any:
@@ -158,6 +176,10 @@ class Mode:
     """Samples per variant."""
     sample_seconds: float
     """Target duration of one sample's inner loop."""
+    suite_timeout: float = 600
+    """A suite still running after this many seconds is a hang: dump every thread's stack and exit 1."""
+    warmup: int = 3
+    """Untimed calls of each operation before calibrating (first calls build validators, fill caches)."""
 
     @classmethod
     def full(cls) -> Mode:
@@ -167,7 +189,7 @@ class Mode:
     @classmethod
     def quick(cls) -> Mode:
         """The CI mode: 5 repeats of ~2 ms samples (the figures are rough; the point is that it runs)."""
-        return cls(repeats=5, sample_seconds=0.002)
+        return cls(repeats=5, sample_seconds=0.002, suite_timeout=120, warmup=1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,6 +244,7 @@ class _Timer:
         self._async = inspect.iscoroutinefunction(operation)
         self._operation = operation
         self._loops = 1
+        self._loop_ns(mode.warmup)
         self._calibrate(mode.sample_seconds)
 
     def _loop_ns(self, loops: int) -> int:
@@ -249,7 +272,6 @@ class _Timer:
             gc.enable()
 
     def _calibrate(self, target_seconds: float) -> None:
-        self._loop_ns(3)  # warm caches and lazily built validators before estimating
         loops = 1
         while True:
             elapsed = self._loop_ns(loops)
@@ -349,10 +371,14 @@ def run_suites(
         if progress is not None:
             progress(f"running {ref.name}: {ref.description}")
         started = time.perf_counter()
+        # CI must never wait forever on a suite that deadlocks: the watchdog shows where it hangs and exits.
+        faulthandler.dump_traceback_later(mode.suite_timeout, exit=True)
         try:
             rows.extend(_run_suite(ref, mode, quick=quick))
-        except Exception as exc:  # one broken suite must not hide the others' figures
+        except (Exception, SystemExit) as exc:  # one broken suite must not hide the others' figures
             errors.append(f"suite {ref.name!r} failed: {exc!r}")
+        finally:
+            faulthandler.cancel_dump_traceback_later()
         if progress is not None:
             progress(f"  {ref.name} took {time.perf_counter() - started:.1f} s")
     return rows, errors
