@@ -1,0 +1,48 @@
+"""Compatibility with legacy LangBot pipelines: configuration migration to runner ids and the pipeline
+entry that turns a pipeline message into an event and a binding."""
+
+from .migration import (
+    LEGACY_RUNNERS,
+    MigrationChange,
+    MigrationResult,
+    diff,
+    expire_seconds,
+    migrate_pipeline_config,
+    resolve_runner_config,
+    resolve_runner_id,
+)
+from .pipeline import (
+    ExtensionPreferences,
+    OutputSettings,
+    PipelineEntry,
+    PipelineEntryError,
+    PipelineMessage,
+    RunnerNotBoundError,
+    RunnerNotConfiguredError,
+    filter_query_variables,
+    pipeline_entry,
+    scoped_event_id,
+)
+
+__all__ = [
+    # migration
+    "LEGACY_RUNNERS",
+    "MigrationChange",
+    "MigrationResult",
+    "diff",
+    "expire_seconds",
+    "migrate_pipeline_config",
+    "resolve_runner_config",
+    "resolve_runner_id",
+    # pipeline entry
+    "ExtensionPreferences",
+    "OutputSettings",
+    "PipelineEntry",
+    "PipelineEntryError",
+    "PipelineMessage",
+    "RunnerNotBoundError",
+    "RunnerNotConfiguredError",
+    "filter_query_variables",
+    "pipeline_entry",
+    "scoped_event_id",
+]

@@ -1,0 +1,191 @@
+"""Migration of legacy LangBot pipeline configurations to runner ids (OFFICIAL_RUNNER_PLUGINS §2).
+
+A legacy pipeline names its runner in ``ai.runner.runner`` (``local-agent``, ``dify-service-api``...) and keeps
+each runner's settings in a block of its own (``ai['local-agent']``). The migrated form names the runner by
+id in ``ai.runner.id`` and keeps its settings in ``ai.runner_config[<runner id>]``. The runtime reads only
+the migrated fields (:func:`resolve_runner_id`, :func:`resolve_runner_config`).
+
+:func:`migrate_pipeline_config` never edits its input, keeps every key it does not know, reports each change,
+and is idempotent: migrating a migrated configuration changes nothing. :func:`diff` renders a dry run.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal, cast
+
+import orjson
+
+__all__ = [
+    "LEGACY_RUNNERS",
+    "MigrationChange",
+    "MigrationResult",
+    "diff",
+    "expire_seconds",
+    "migrate_pipeline_config",
+    "resolve_runner_config",
+    "resolve_runner_id",
+]
+
+LEGACY_RUNNERS: Final[Mapping[str, str]] = {
+    "local-agent": "plugin:langbot/local-agent/default",
+    "dify-service-api": "plugin:langbot/dify-agent/default",
+    "n8n-service-api": "plugin:langbot/n8n-agent/default",
+    "coze-api": "plugin:langbot/coze-agent/default",
+    "dashscope-app-api": "plugin:langbot/dashscope-agent/default",
+    "langflow-api": "plugin:langbot/langflow-agent/default",
+    "tbox-app-api": "plugin:langbot/tbox-agent/default",
+}
+"""Legacy runner name → runner id of its official plugin."""
+
+
+@dataclass(frozen=True, slots=True)
+class MigrationChange:
+    """One change the migration made."""
+
+    action: Literal["added", "set", "moved", "removed"]
+    """What happened."""
+    path: str
+    """Where, as a dotted path (``ai.runner.id``); moves name their source."""
+    detail: str
+    """Human explanation."""
+
+
+@dataclass(frozen=True, slots=True)
+class MigrationResult:
+    """The migrated configuration and what changed."""
+
+    config: dict[str, Any]
+    """The migrated configuration (a new object; the input is never edited)."""
+    runner_id: str | None
+    """The configured runner id afterwards (``None`` when there is none)."""
+    changes: list[MigrationChange] = field(default_factory=list[MigrationChange])
+    """Changes, in the order they were made."""
+    warnings: list[str] = field(default_factory=list[str])
+    """What could not be migrated and was left as it was."""
+
+    @property
+    def changed(self) -> bool:
+        """Whether anything changed."""
+        return bool(self.changes)
+
+
+def _dict(value: object) -> dict[str, Any] | None:
+    return cast(dict[str, Any], value) if isinstance(value, dict) else None
+
+
+def migrate_pipeline_config(legacy: Mapping[str, Any]) -> MigrationResult:
+    """Convert a legacy pipeline configuration to the runner-id form.
+
+    * ``ai.runner`` and ``ai.runner_config`` are created as objects when missing (only when ``ai`` exists);
+    * when ``ai.runner.id`` is empty and ``ai.runner.runner`` is a legacy name, ``id`` becomes its runner id
+      and the legacy ``runner`` key is removed;
+    * every legacy runner block (``ai['local-agent']``, ``ai['dify-service-api']``...) moves verbatim to
+      ``ai.runner_config[<its runner id>]``, so settings of runners not selected survive too; a block whose
+      target already exists is left in place with a warning;
+    * anything else — ``expire-time``, unknown keys, unknown runner names — is kept as it is.
+    """
+    config: dict[str, Any] = copy.deepcopy(dict(legacy))
+    changes: list[MigrationChange] = []
+    warnings: list[str] = []
+    ai = _dict(config.get("ai"))
+    if ai is None:
+        if "ai" in config:
+            warnings.append("'ai' is not an object; left unchanged")
+        return MigrationResult(config=config, runner_id=None, changes=changes, warnings=warnings)
+
+    runner = _dict(ai.get("runner"))
+    if runner is None:
+        if "runner" in ai:
+            warnings.append(
+                f"ai.runner was {type(ai['runner']).__name__}, not an object; replaced by an object"
+            )
+        runner = {}
+        ai["runner"] = runner
+        changes.append(MigrationChange("added", "ai.runner", "created the runner section"))
+    runner_config = _dict(ai.get("runner_config"))
+    if runner_config is None:
+        if "runner_config" in ai:
+            warnings.append("ai.runner_config was not an object; replaced by an object")
+        runner_config = {}
+        ai["runner_config"] = runner_config
+        changes.append(MigrationChange("added", "ai.runner_config", "created the runner config section"))
+
+    current = runner.get("id")
+    legacy_name = runner.get("runner")
+    if isinstance(current, str) and current:
+        if legacy_name is not None:
+            warnings.append(
+                f"ai.runner.runner={legacy_name!r} is ignored: ai.runner.id is already {current!r}"
+            )
+    elif isinstance(legacy_name, str) and legacy_name in LEGACY_RUNNERS:
+        runner["id"] = LEGACY_RUNNERS[legacy_name]
+        del runner["runner"]
+        changes.append(
+            MigrationChange("set", "ai.runner.id", f"legacy runner {legacy_name!r} is now {runner['id']!r}")
+        )
+        changes.append(MigrationChange("removed", "ai.runner.runner", "replaced by ai.runner.id"))
+    elif legacy_name is not None:
+        warnings.append(
+            f"legacy runner {legacy_name!r} has no official plugin; ai.runner.runner left unchanged"
+        )
+
+    for name, runner_id in LEGACY_RUNNERS.items():
+        if name not in ai:
+            continue
+        block = ai[name]
+        if runner_id in runner_config:
+            warnings.append(f"ai[{name!r}] kept: ai.runner_config[{runner_id!r}] already exists")
+            continue
+        runner_config[runner_id] = block
+        del ai[name]
+        changes.append(MigrationChange("moved", f"ai.{name}", f"moved to ai.runner_config[{runner_id!r}]"))
+
+    runner_id = runner.get("id")
+    return MigrationResult(
+        config=config,
+        runner_id=runner_id if isinstance(runner_id, str) and runner_id else None,
+        changes=changes,
+        warnings=warnings,
+    )
+
+
+def _pretty(value: Any) -> list[str]:
+    text = orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
+    return text.decode().splitlines(keepends=True)
+
+
+def diff(
+    old: Mapping[str, Any], new: Mapping[str, Any], *, old_name: str = "before", new_name: str = "after"
+) -> str:
+    """A unified diff of the two configurations as pretty JSON (sorted keys); empty when they are equal."""
+    lines = difflib.unified_diff(_pretty(old), _pretty(new), fromfile=old_name, tofile=new_name)
+    return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+
+
+# -- what the runtime reads (migrated fields only) -------------------------------------------------------------
+
+
+def resolve_runner_id(config: Mapping[str, Any]) -> str | None:
+    """``ai.runner.id`` when set; a legacy ``ai.runner.runner`` is never read (migrate first)."""
+    runner = _dict((_dict(config.get("ai")) or {}).get("runner")) or {}
+    value = runner.get("id")
+    return value if isinstance(value, str) and value else None
+
+
+def resolve_runner_config(config: Mapping[str, Any], runner_id: str) -> dict[str, Any]:
+    """A copy of ``ai.runner_config[runner_id]`` (``{}`` when missing); legacy blocks are never read."""
+    configs = _dict((_dict(config.get("ai")) or {}).get("runner_config")) or {}
+    return copy.deepcopy(_dict(configs.get(runner_id)) or {})
+
+
+def expire_seconds(config: Mapping[str, Any]) -> int:
+    """``ai.runner['expire-time']`` in seconds; 0 (the default, and for invalid values) means never."""
+    runner = _dict((_dict(config.get("ai")) or {}).get("runner")) or {}
+    value = runner.get("expire-time", 0)
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        return 0
+    return int(value)
