@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 from agentrunner_host.access import ConversationKey
-from agentrunner_host.stores import HostStores
+from agentrunner_host.stores import HostStores, InvalidValueError
 
 from .helpers import item
 
@@ -202,3 +202,18 @@ async def test_concurrent_readers_and_a_writer_all_succeed(stores: HostStores) -
         asyncio.gather(*(stores.transcript.append_many([item(C1, "more")]) for _ in range(10))),
     )
     assert all(page == list(range(1, 51)) for page in pages)
+
+
+@pytest.mark.parametrize(
+    "element",
+    [
+        {"type": "image", "url": "data:image/png;base64,iVBORw0KGgo="},
+        {"type": "file", "name": "a.bin", "data_base64": "AAAA"},
+        {"type": "audio", "content_base64": "AAAA"},
+    ],
+)
+async def test_inline_binary_content_is_refused(stores: HostStores, element: dict[str, str]) -> None:
+    """Content elements carrying base64 or a data: URL are refused; nothing is stored."""
+    with pytest.raises(InvalidValueError):
+        await stores.transcript.append_many([item(C1, "x", contents=[element])])
+    assert await stores.transcript.latest_seq(conversation=C1) is None

@@ -11,6 +11,7 @@ from sqlalchemy import Table
 from agentrunner_host.access import ConversationKey
 
 from ._sql import main_line, thread_or_none
+from .errors import InvalidValueError
 from .models import EventRow, TranscriptRow
 
 __all__ = [
@@ -25,6 +26,7 @@ __all__ = [
     "StoredTranscriptItem",
     "TranscriptEntry",
     "TranscriptItemType",
+    "check_contents",
     "event_from_row",
     "event_row",
     "item_from_row",
@@ -204,8 +206,25 @@ def event_from_row(m: Mapping[Any, Any]) -> StoredEvent:
     )
 
 
+_INLINE_BINARY_KEYS: Final = frozenset({"data", "base64", "data_base64", "content_base64", "bytes"})
+
+
+def check_contents(entry: TranscriptEntry) -> None:
+    """Refuse inline binary in content elements: bytes travel as artifact refs (or http(s) URLs), never as
+    base64 fields or ``data:`` URLs, so the transcript stays small and pages stay cheap."""
+    for element in entry.contents:
+        if _INLINE_BINARY_KEYS & element.keys():
+            raise InvalidValueError(
+                f"transcript item {entry.item_id}: inline binary content; store an artifact"
+            )
+        url = element.get("url")
+        if isinstance(url, str) and url[:5].lower() == "data:":
+            raise InvalidValueError(f"transcript item {entry.item_id}: data: URL; store an artifact")
+
+
 def item_row(entry: TranscriptEntry, *, seq: int, now: int) -> dict[str, Any]:
-    """The ``transcript_items`` row of *entry*."""
+    """The ``transcript_items`` row of *entry* (raises :class:`InvalidValueError` for inline binary)."""
+    check_contents(entry)
     return {
         "conversation_id": entry.conversation.conversation_id,
         "thread_id": main_line(entry.conversation.thread_id),
