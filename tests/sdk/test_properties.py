@@ -13,10 +13,12 @@ from hypothesis import strategies as st
 from . import strategies
 
 # Modest on purpose: the whole file runs in a few seconds. Deep searches belong to the conformance kit.
+# Generating a whole context is the slow part, so the context properties draw fewer examples.
 PROPERTY = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+CONTEXT_PROPERTY = settings(PROPERTY, max_examples=25)
 
 
-@PROPERTY
+@CONTEXT_PROPERTY
 @given(strategies.contexts)
 def test_every_valid_context_survives_a_json_round_trip_unchanged(ctx: AgentRunContext) -> None:
     """``model_dump_json`` then ``model_validate_json`` gives an equal context and the same bytes again."""
@@ -38,7 +40,7 @@ def test_every_result_survives_a_json_round_trip_unchanged(result: AgentRunResul
     assert again.model_dump_json() == encoded
 
 
-@PROPERTY
+@settings(CONTEXT_PROPERTY, max_examples=12)
 @given(
     strategies.contexts,
     st.dictionaries(st.from_regex(r"x_[a-z]{1,8}", fullmatch=True), strategies.json_values),
