@@ -1,0 +1,572 @@
+"""The ``agentrunner`` command: serve the host, chat with an agent, manage agents and bindings, inspect runs.
+
+Exit codes: 0 success, 1 failure (the message says why), 2 usage error. Every command reads the same
+configuration as ``serve`` (``--config`` / ``AGENTRUNNER_CONFIG`` / ``./agentrunner.toml``, then the
+``AGENTRUNNER_*`` variables). Runner configs are printed with their secret fields redacted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Final, TextIO, cast
+
+from agentrunner import (
+    AgentInput,
+    DeliveryContext,
+    MessageCompletedResult,
+    MessageDeltaResult,
+    RunFailedResult,
+    parse_result,
+)
+from agentrunner import _json as json
+from pydantic import BaseModel, ValidationError
+
+from agentrunner_host.config import (
+    BindingSpec,
+    ConfigFileError,
+    Settings,
+    find_literal_secrets,
+    format_key_path,
+    load_settings,
+    redact_config,
+)
+from agentrunner_host.errors import HostError
+from agentrunner_host.models import AgentConfig, AgentEventEnvelope, BindingScope
+
+__all__ = ["EXIT_FAILURE", "EXIT_OK", "EXIT_USAGE", "build_parser", "cli", "cli_exit"]
+
+EXIT_OK: Final = 0
+EXIT_FAILURE: Final = 1
+EXIT_USAGE: Final = 2
+
+log = logging.getLogger("agentrunner.cli")
+
+
+class CliError(Exception):
+    """A failure reported as one line on stderr with exit code 1."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
+# -- parser ----------------------------------------------------------------------------------------------------
+
+
+def _common() -> _Parser:
+    common = _Parser(add_help=False)
+    common.add_argument(
+        "--config",
+        metavar="PATH",
+        help="configuration file (default: $AGENTRUNNER_CONFIG, ./agentrunner.toml)",
+    )
+    common.add_argument(
+        "--data-dir", metavar="DIR", help="data directory (overrides the file and $AGENTRUNNER_DATA_DIR)"
+    )
+    common.add_argument(
+        "--database-url",
+        metavar="URL",
+        help="database URL (overrides the file and $AGENTRUNNER_DATABASE_URL)",
+    )
+    return common
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``agentrunner``."""
+    common = _common()
+    parser = _Parser(prog="agentrunner", description="Run agent runners as a service.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
+
+    serve = commands.add_parser(
+        "serve", parents=[common], help="run migrations, start the host and its HTTP API"
+    )
+    serve.add_argument("--host", help="bind address (default 127.0.0.1; anything else needs an API token)")
+    serve.add_argument("--port", type=int, help="port (default 8787)")
+
+    chat = commands.add_parser("chat", parents=[common], help="chat with an agent in the terminal")
+    chat.add_argument("--message", "-m", help="send one message, print the answer and exit")
+    chat.add_argument("--json", action="store_true", help="print every result as one JSON line")
+    chat.add_argument("--conversation", help="conversation id (default: a new one)")
+    chat.add_argument("--agent", help="send to this agent directly instead of through the bindings")
+
+    runners = commands.add_parser("runners", help="available runners").add_subparsers(
+        dest="action", required=True
+    )
+    runners_list = runners.add_parser("list", parents=[common], help="list runners")
+    runners_list.add_argument("--json", action="store_true")
+
+    agents = commands.add_parser("agents", help="manage agents").add_subparsers(dest="action", required=True)
+    agents.add_parser("list", parents=[common], help="list agents").add_argument(
+        "--json", action="store_true"
+    )
+    agents.add_parser("show", parents=[common], help="show one agent").add_argument("agent_id")
+    add_agent = agents.add_parser("add", parents=[common], help="add an agent")
+    add_agent.add_argument("agent_id")
+    add_agent.add_argument("--runner", required=True, help="runner id plugin:author/plugin/runner")
+    add_agent.add_argument(
+        "--runner-config", default="{}", help='runner config as JSON (secrets as {"env": "VAR"})'
+    )
+    add_agent.add_argument("--label")
+    agents.add_parser("remove", parents=[common], help="remove an agent").add_argument("agent_id")
+
+    bindings = commands.add_parser("bindings", help="manage bindings").add_subparsers(
+        dest="action", required=True
+    )
+    bindings.add_parser("list", parents=[common], help="list bindings").add_argument(
+        "--json", action="store_true"
+    )
+    bindings.add_parser("show", parents=[common], help="show one binding").add_argument("binding_id")
+    add_binding = bindings.add_parser("add", parents=[common], help="add a binding")
+    add_binding.add_argument("binding_id")
+    add_binding.add_argument("--agent", required=True, help="agent id")
+    add_binding.add_argument(
+        "--scope", default="global", help="global, or TYPE:ID with TYPE workspace/bot/actor/conversation"
+    )
+    add_binding.add_argument(
+        "--event-type",
+        action="append",
+        dest="event_types",
+        help="event type (repeatable; default message.received)",
+    )
+    add_binding.add_argument("--priority", type=int, default=0)
+    add_binding.add_argument("--disabled", action="store_true")
+    bindings.add_parser("remove", parents=[common], help="remove a binding").add_argument("binding_id")
+
+    runs = commands.add_parser("runs", help="inspect runs").add_subparsers(dest="action", required=True)
+    for name, text in (("show", "show a run"), ("cancel", "cancel a live run")):
+        sub = runs.add_parser(name, parents=[common], help=text)
+        sub.add_argument("run_id")
+        sub.add_argument("--url", help="base URL of a running server (default: from the configuration)")
+
+    db = commands.add_parser("db", help="database maintenance").add_subparsers(dest="action", required=True)
+    db.add_parser("upgrade", parents=[common], help="migrate the database to the newest revision")
+
+    migrate = commands.add_parser("migrate-config", help="convert a legacy pipeline configuration (dry run)")
+    migrate.add_argument("file", help="legacy pipeline configuration (JSON)")
+    return parser
+
+
+# -- helpers ---------------------------------------------------------------------------------------------------
+
+
+def _settings(args: argparse.Namespace, **overrides: Any) -> Settings:
+    return load_settings(
+        getattr(args, "config", None),
+        data_dir=getattr(args, "data_dir", None),
+        database_url=getattr(args, "database_url", None),
+        **overrides,
+    )
+
+
+def _print_json(value: Any, out: TextIO) -> None:
+    out.write(json.dumps_str(value) + "\n")
+
+
+def _model_json(model: BaseModel) -> Any:
+    return model.model_dump(mode="json", exclude_defaults=False)
+
+
+def _configure_logging(level: str) -> None:
+    logging.basicConfig(
+        level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
+    )
+
+
+def _offline_directory(settings: Settings) -> Any:
+    from agentrunner_host.service.agents import AgentDirectory
+    from agentrunner_host.service.host_service import default_runner_for, installed_runner_ids
+
+    runner_id, runner_config = default_runner_for(settings, installed_runner_ids())
+    return AgentDirectory(
+        settings.config,
+        data_dir=settings.data_dir,
+        environ=settings.environ,
+        default_runner_id=runner_id,
+        default_runner_config=runner_config,
+    )
+
+
+def _redacted_agent(agent: AgentConfig) -> dict[str, Any]:
+    from agentrunner_host.service.host_service import installed_manifests
+
+    manifest = installed_manifests().get(agent.runner_id)
+    data = agent.model_dump(mode="json")
+    data["runner_config"] = redact_config(agent.runner_config, manifest.config_schema if manifest else None)
+    return data
+
+
+# -- commands --------------------------------------------------------------------------------------------------
+
+
+def _cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
+    settings = _settings(args, http_host=args.host, http_port=args.port)
+    settings.require_token_for_bind()
+    _configure_logging(settings.log_level)
+    from agentrunner_host.http import serve
+    from agentrunner_host.service import HostService
+
+    async def main() -> None:
+        async with HostService.open(settings) as service:
+            await serve(
+                service,
+                host=settings.http_host,
+                port=settings.http_port,
+                api_token=settings.api_token,
+                log_level=settings.log_level,
+                graceful_shutdown_seconds=settings.config.http.graceful_shutdown_seconds,
+            )
+
+    try:
+        asyncio.run(main())
+    except SystemExit as exc:  # uvicorn exits this way when it cannot bind
+        raise CliError(f"the server could not start (exit status {exc.code})") from None
+    return EXIT_OK
+
+
+def _cmd_chat(args: argparse.Namespace, out: TextIO) -> int:
+    settings = _settings(args)
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    from agentrunner_host.service import HostService
+
+    conversation = args.conversation or "cli-" + uuid.uuid4().hex[:12]
+    interactive = args.message is None
+
+    async def turn(service: HostService, text: str) -> bool:
+        event = AgentEventEnvelope(
+            event_id="evt_" + uuid.uuid4().hex,
+            event_type="message.received",
+            source="api",
+            conversation_id=conversation,
+            actor=None,
+            input=AgentInput(text=text),
+            delivery=DeliveryContext(surface="cli", supports_streaming=True),
+        )
+        feed = await service.submit(event, agent_id=args.agent)
+        streamed = False
+        ok = True
+        async for item in service.follow(feed.run_id):
+            if args.json:
+                _print_json({"host_seq": item.host_seq, "type": item.type, "result": item.payload}, out)
+                ok = item.type != "run.failed" and ok
+                continue
+            match parse_result(item.payload):
+                case MessageDeltaResult(data=delta):
+                    chunk = delta.chunk.content or ""
+                    out.write(chunk)
+                    out.flush()
+                    streamed = streamed or bool(chunk)
+                case MessageCompletedResult(data=done) if not streamed:
+                    out.write(done.message.text())
+                case RunFailedResult(data=failure):
+                    ok = False
+                    sys.stderr.write(f"\nrun failed: {failure.code}: {failure.message}\n")
+                case _:
+                    pass
+        if not args.json:
+            out.write("\n")
+            out.flush()
+        return ok
+
+    async def main() -> int:
+        async with HostService.open(settings) as service:
+            if not interactive:
+                return EXIT_OK if await turn(service, args.message) else EXIT_FAILURE
+            sys.stderr.write(f"conversation {conversation}; an empty line or Ctrl-D ends the chat\n")
+            while True:
+                try:
+                    line = await asyncio.to_thread(input, "> ")
+                except EOFError:
+                    return EXIT_OK
+                if not line.strip():
+                    return EXIT_OK
+                await turn(service, line)
+
+    return asyncio.run(main())
+
+
+def _cmd_runners(args: argparse.Namespace, out: TextIO) -> int:
+    from agentrunner_host.service import HostService
+
+    settings = _settings(args)
+
+    async def main() -> list[dict[str, Any]]:
+        async with HostService.open(settings, recover=False) as service:
+            return [
+                {
+                    "runner_id": d.runner_id,
+                    "plugin_id": d.plugin_id,
+                    "label": d.manifest.label.model_dump(exclude_none=True),
+                    "streaming": d.manifest.capabilities.streaming,
+                }
+                for d in await service.runners()
+            ]
+
+    rows = asyncio.run(main())
+    if args.json:
+        _print_json(rows, out)
+    else:
+        for row in rows:
+            label = row["label"].get("en_US") or next(iter(row["label"].values()), "")
+            out.write(f"{row['runner_id']}\t{label}\n")
+    return EXIT_OK
+
+
+def _cmd_agents(args: argparse.Namespace, out: TextIO) -> int:
+    settings = _settings(args)
+    directory = _offline_directory(settings)
+    match args.action:
+        case "list":
+            rows = [{"source": e.source, **_redacted_agent(e.agent)} for e in directory.agents()]
+            if args.json:
+                _print_json(rows, out)
+            else:
+                for row in rows:
+                    out.write(f"{row['agent_id']}\t{row['runner_id']}\t{row['source']}\n")
+        case "show":
+            entry = directory.agent(args.agent_id)
+            _print_json({"source": entry.source, **_redacted_agent(entry.agent)}, out)
+        case "add":
+            runner_config = _json_object(args.runner_config, what="--runner-config")
+            secrets = find_literal_secrets(runner_config)
+            if secrets:
+                where = ", ".join(format_key_path(p) for p, _ in secrets)
+                raise CliError(
+                    f'--runner-config holds literal secrets ({where}); give {{"env": "VAR"}} instead'
+                )
+            try:
+                agent = AgentConfig(
+                    agent_id=args.agent_id,
+                    runner_id=args.runner,
+                    runner_config=runner_config,
+                    label=args.label,
+                )
+            except ValidationError as exc:
+                raise CliError(_validation_message(exc)) from None
+            directory.put_agent(agent, create=True)
+            out.write(f"agent {agent.agent_id} added\n")
+        case "remove":
+            directory.remove_agent(args.agent_id)
+            out.write(f"agent {args.agent_id} removed\n")
+        case _:  # pragma: no cover - argparse restricts the choices
+            raise CliError(f"unknown action {args.action}")
+    return EXIT_OK
+
+
+def _parse_scope(text: str) -> BindingScope:
+    kind, _, ident = text.partition(":")
+    if kind == "global" and not ident:
+        return BindingScope()
+    if kind not in {"workspace", "bot", "actor", "conversation"} or not ident:
+        raise CliError(f"--scope {text!r}: use global or TYPE:ID (workspace, bot, actor, conversation)")
+    return BindingScope.model_validate({"type": kind, "id": ident})
+
+
+def _cmd_bindings(args: argparse.Namespace, out: TextIO) -> int:
+    settings = _settings(args)
+    directory = _offline_directory(settings)
+    match args.action:
+        case "list":
+            rows = [{"source": e.source, **_model_json(e.binding)} for e in directory.bindings()]
+            if args.json:
+                _print_json(rows, out)
+            else:
+                for row in rows:
+                    scope = row["scope"]["type"] + (
+                        f":{row['scope']['id']}" if row["scope"].get("id") else ""
+                    )
+                    types = ",".join(row["event_types"])
+                    out.write(f"{row['binding_id']}\t{row['agent_id']}\t{scope}\t{types}\t{row['source']}\n")
+        case "show":
+            entry = directory.binding(args.binding_id)
+            _print_json({"source": entry.source, **_model_json(entry.binding)}, out)
+        case "add":
+            try:
+                spec = BindingSpec(
+                    binding_id=args.binding_id,
+                    agent_id=args.agent,
+                    scope=_parse_scope(args.scope),
+                    event_types=args.event_types or ["message.received"],
+                    priority=args.priority,
+                    enabled=not args.disabled,
+                )
+            except ValidationError as exc:
+                raise CliError(_validation_message(exc)) from None
+            directory.put_binding(spec, create=True)
+            out.write(f"binding {spec.binding_id} added\n")
+        case "remove":
+            directory.remove_binding(args.binding_id)
+            out.write(f"binding {args.binding_id} removed\n")
+        case _:  # pragma: no cover
+            raise CliError(f"unknown action {args.action}")
+    return EXIT_OK
+
+
+def _json_object(raw: str | bytes, *, what: str) -> dict[str, Any]:
+    try:
+        value = json.loads(raw)
+    except ValueError as exc:
+        raise CliError(f"{what}: not valid JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise CliError(f"{what}: expected a JSON object")
+    return cast(dict[str, Any], value)
+
+
+def _validation_message(exc: ValidationError) -> str:
+    return "; ".join(f"{format_key_path(tuple(e['loc']))}: {e['msg']}" for e in exc.errors())
+
+
+def _http(settings: Settings, method: str, url: str) -> Any:
+    request = urllib.request.Request(url, method=method, headers={"Accept": "application/json"})
+    if settings.api_token:
+        request.add_header("Authorization", f"Bearer {settings.api_token}")
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        body = exc.read()
+        try:
+            error = json.loads(body)["error"]
+            message = f"{error['code']}: {error['message']}"
+        except (ValueError, KeyError, TypeError):
+            message = body.decode(errors="replace")[:200]
+        finally:
+            exc.close()
+        raise CliError(f"{method} {url} answered {exc.code}: {message}") from None
+    except urllib.error.URLError as exc:
+        raise CliError(f"cannot reach {url}: {exc.reason}") from None
+
+
+def _cmd_runs(args: argparse.Namespace, out: TextIO) -> int:
+    settings = _settings(args)
+    host = settings.http_host if settings.http_host not in {"0.0.0.0", "::"} else "127.0.0.1"
+    base = (args.url or f"http://{host}:{settings.http_port}").rstrip("/")
+    if args.action == "cancel":
+        _print_json(_http(settings, "POST", f"{base}/v1/runs/{args.run_id}/cancel"), out)
+        return EXIT_OK
+    if args.url:
+        _print_json(_http(settings, "GET", f"{base}/v1/runs/{args.run_id}"), out)
+        return EXIT_OK
+    from agentrunner_host.db import create_engine
+    from agentrunner_host.stores import HostStores
+
+    async def main() -> dict[str, Any] | None:
+        engine = create_engine(settings.database_url)
+        try:
+            stores = await HostStores.open(engine, data_dir=settings.data_dir)
+            try:
+                record = await stores.runs.get(args.run_id)
+            finally:
+                await stores.aclose()
+        finally:
+            await engine.dispose()
+        if record is None:
+            return None
+        return {
+            "run_id": record.run_id,
+            "status": record.status,
+            "code": record.code,
+            "message": record.message,
+            "runner_id": record.runner_id,
+            "binding_id": record.binding_id,
+            "event_id": record.event_id,
+            "started_at": record.started_at,
+            "ended_at": record.ended_at,
+            "usage": record.usage,
+        }
+
+    found = asyncio.run(main())
+    if found is None:
+        raise CliError(f"run {args.run_id} does not exist")
+    _print_json(found, out)
+    return EXIT_OK
+
+
+def _cmd_db(args: argparse.Namespace, out: TextIO) -> int:
+    from agentrunner_host.db import create_engine, current_revision, upgrade
+
+    settings = _settings(args)
+
+    async def main() -> str | None:
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(settings.database_url)
+        try:
+            await upgrade(engine)
+            return await current_revision(engine)
+        finally:
+            await engine.dispose()
+
+    out.write(f"database at revision {asyncio.run(main())}\n")
+    return EXIT_OK
+
+
+def _cmd_migrate_config(args: argparse.Namespace, out: TextIO) -> int:
+    try:
+        from agentrunner_host.legacy.migration import diff, migrate_pipeline_config
+    except ImportError:
+        raise CliError(
+            "migrate-config is not available in this build (agentrunner_host.legacy is missing)"
+        ) from None
+    path = Path(args.file)
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise CliError(f"{path}: {exc.strerror}") from None
+    legacy = _json_object(raw, what=str(path))
+    result = migrate_pipeline_config(legacy)
+    if not result.changed:
+        out.write("nothing to migrate\n")
+    else:
+        out.write(diff(legacy, result.config))
+    for warning in result.warnings:
+        sys.stderr.write(f"warning: {warning}\n")
+    return EXIT_OK
+
+
+_COMMANDS: Final = {
+    "serve": _cmd_serve,
+    "chat": _cmd_chat,
+    "runners": _cmd_runners,
+    "agents": _cmd_agents,
+    "bindings": _cmd_bindings,
+    "runs": _cmd_runs,
+    "db": _cmd_db,
+    "migrate-config": _cmd_migrate_config,
+}
+
+
+def cli(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int:
+    """Run ``agentrunner`` with *argv*; returns the exit code (0 ok, 1 failure, 2 usage)."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    stream = out or sys.stdout
+    try:
+        return _COMMANDS[args.command](args, stream)
+    except ConfigFileError as exc:
+        sys.stderr.write(f"agentrunner: {exc.message}\n")
+    except (CliError, HostError) as exc:
+        sys.stderr.write(f"agentrunner: {exc}\n")
+    except KeyboardInterrupt:
+        sys.stderr.write("agentrunner: interrupted\n")
+    return EXIT_FAILURE
+
+
+def cli_exit() -> None:
+    """Console-script entry point."""
+    sys.exit(cli())
+
+
+if __name__ == "__main__":
+    cli_exit()

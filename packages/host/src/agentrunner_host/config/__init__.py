@@ -1,0 +1,57 @@
+"""The host's configuration: ``agentrunner.toml`` plus ``AGENTRUNNER_*`` environment overrides."""
+
+from .loader import (
+    CONFIG_ENV,
+    DEFAULT_CONFIG_FILE,
+    ENV_OVERRIDES,
+    ConfigFileError,
+    Settings,
+    default_data_dir,
+    format_key_path,
+    load_settings,
+    parse_config,
+)
+from .model import (
+    DEFAULT_HTTP_PORT,
+    ECHO_RUNNER_ID,
+    LOCAL_AGENT_RUNNER_ID,
+    BindingSpec,
+    DefaultsConfig,
+    HostConfig,
+    HttpConfig,
+    RunnersConfig,
+)
+from .providers import KnowledgeBaseConfig, MCPServerConfig, ModelConfig
+from .secrets import REDACTED, EnvReferenceError, find_literal_secrets, redact_config, resolve_env_refs
+
+__all__ = (
+    # loading
+    "load_settings",
+    "parse_config",
+    "Settings",
+    "ConfigFileError",
+    "CONFIG_ENV",
+    "DEFAULT_CONFIG_FILE",
+    "ENV_OVERRIDES",
+    "default_data_dir",
+    "format_key_path",
+    # the file
+    "HostConfig",
+    "HttpConfig",
+    "RunnersConfig",
+    "DefaultsConfig",
+    "BindingSpec",
+    "DEFAULT_HTTP_PORT",
+    "ECHO_RUNNER_ID",
+    "LOCAL_AGENT_RUNNER_ID",
+    # providers
+    "ModelConfig",
+    "MCPServerConfig",
+    "KnowledgeBaseConfig",
+    # secrets
+    "REDACTED",
+    "EnvReferenceError",
+    "find_literal_secrets",
+    "redact_config",
+    "resolve_env_refs",
+)

@@ -1,0 +1,175 @@
+"""The shape of ``agentrunner.toml`` (pydantic models, ``extra="forbid"``: an unknown key is an error)."""
+
+from __future__ import annotations
+
+from typing import Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from agentrunner_host.models import AgentBinding, AgentConfig, BindingScope, EventFilter
+
+from .providers import KnowledgeBaseConfig, MCPServerConfig, ModelConfig
+
+__all__ = [
+    "DEFAULT_HTTP_PORT",
+    "ECHO_RUNNER_ID",
+    "LOCAL_AGENT_RUNNER_ID",
+    "LOOPBACK_HOSTS",
+    "BindingSpec",
+    "DefaultsConfig",
+    "HostConfig",
+    "HttpConfig",
+    "RunnersConfig",
+]
+
+DEFAULT_HTTP_PORT: Final = 8787
+"""Port of the HTTP API when none is configured."""
+ECHO_RUNNER_ID: Final = "plugin:agentrunner/echo/default"
+"""The reference runner bound by default."""
+LOCAL_AGENT_RUNNER_ID: Final = "plugin:langbot/local-agent/default"
+"""The default runner once a model is configured (when installed)."""
+LOOPBACK_HOSTS: Final = frozenset({"127.0.0.1", "::1", "localhost"})
+"""Bind addresses that need no API token."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+
+class HttpConfig(_Section):
+    """``[http]``: where the HTTP API listens."""
+
+    host: str = "127.0.0.1"
+    """Bind address; anything but loopback requires an API token."""
+    port: int = Field(default=DEFAULT_HTTP_PORT, ge=0, le=65535)
+    """TCP port (0 = any free port)."""
+    api_token_env: str = Field(default="AGENTRUNNER_API_TOKEN", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    """Environment variable holding the bearer token that protects the API."""
+    graceful_shutdown_seconds: float = Field(default=5.0, ge=0)
+    """How long open connections may take to finish once shutdown starts."""
+
+    @property
+    def is_loopback(self) -> bool:
+        """Whether the bind address is a loopback address."""
+        return self.host in LOOPBACK_HOSTS or self.host.startswith("127.")
+
+
+class RunnersConfig(_Section):
+    """``[runners]``: where runners come from."""
+
+    entry_points: Literal["in_process", "subprocess", "off"] = "in_process"
+    """Installed ``agentrunner.runners`` entry points: run in the host's process (trusted, installed code),
+    each in its own supervised process, or ignored."""
+    plugin_dirs: list[str] = []
+    """Plugin directories (each holds plugin folders with a ``manifest.yaml``); always run out of process."""
+
+
+class DefaultsConfig(_Section):
+    """``[defaults]``: the zero-configuration behaviour."""
+
+    binding: bool = True
+    """Add a global ``message.received`` binding at the lowest priority, so every message gets an answer
+    even before any binding is configured (any configured binding of the same scope takes precedence)."""
+    runner_id: str | None = None
+    """Runner of that default binding; the echo runner, or local-agent once a model is configured."""
+    runner_config: dict[str, object] = {}
+    """Its runner config."""
+
+
+class BindingSpec(_Section):
+    """A binding as configured: which events go to which agent (``[[bindings]]`` and ``/v1/bindings``)."""
+
+    binding_id: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.:\-]+$")
+    """Id."""
+    agent_id: str = Field(min_length=1, max_length=200)
+    """The agent that handles the events."""
+    scope: BindingScope = BindingScope()
+    """Where it applies (``global``, ``workspace``, ``bot``, ``actor``, ``conversation``)."""
+    event_types: list[str] = Field(default=["message.received"], min_length=1)
+    """Event types it handles (``*`` = any)."""
+    filters: list[EventFilter] = []
+    """Extra conditions on event fields."""
+    priority: int = Field(default=0, ge=-1_000_000, le=1_000_000)
+    """Tie-breaker among equally specific bindings (higher wins)."""
+    enabled: bool = True
+    """Disabled bindings never match."""
+
+    @model_validator(mode="after")
+    def _scope_id(self) -> BindingSpec:
+        if self.scope.type != "global" and not self.scope.id:
+            raise ValueError(f"a {self.scope.type} scope needs an id")
+        return self
+
+    def project(self, agent: AgentConfig) -> AgentBinding:
+        """The host binding of this spec for *agent* (whose runner config is already resolved)."""
+        binding = AgentBinding.from_agent(
+            agent,
+            binding_id=self.binding_id,
+            scope=self.scope,
+            event_types=list(self.event_types),
+            filters=list(self.filters),
+            priority=self.priority,
+        )
+        return binding if self.enabled else binding.model_copy(update={"enabled": False})
+
+
+class HostConfig(_Section):
+    """The whole configuration file."""
+
+    data_dir: str | None = None
+    """Data directory (database, artifacts, operator-managed agents); see the operator guide for the default."""
+    database_url: str | None = None
+    """SQLAlchemy URL (``sqlite+aiosqlite:///...`` or ``postgresql+asyncpg://...``, without password: use
+    ``database_url_env`` or ``AGENTRUNNER_DATABASE_URL`` for a URL with credentials). Default: SQLite in the
+    data directory."""
+    database_url_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    """Environment variable holding the database URL."""
+    max_timeout_seconds: float = Field(default=3600.0, gt=0)
+    """Upper bound of any run's deadline."""
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    """Log level of ``agentrunner serve``."""
+    http: HttpConfig = HttpConfig()
+    """HTTP API."""
+    runners: RunnersConfig = RunnersConfig()
+    """Runner sources."""
+    defaults: DefaultsConfig = DefaultsConfig()
+    """Zero-configuration behaviour."""
+    models: list[ModelConfig] = []
+    """Model providers."""
+    mcp_servers: list[MCPServerConfig] = []
+    """MCP tool servers (their tools are granted as ``<server>__<tool>``)."""
+    python_tools: bool = True
+    """Serve the tools installed under the ``agentrunner.tools`` entry-point group."""
+    knowledge_bases: list[KnowledgeBaseConfig] = []
+    """Knowledge bases."""
+    agents: list[AgentConfig] = []
+    """Agents (runner + config + policies)."""
+    bindings: list[BindingSpec] = []
+    """Bindings (events → agent)."""
+
+    @model_validator(mode="after")
+    def _references(self) -> HostConfig:
+        _unique("models", [m.id for m in self.models])
+        _unique("mcp_servers", [t.name for t in self.mcp_servers])
+        _unique("knowledge_bases", [k.id for k in self.knowledge_bases])
+        _unique("agents", [a.agent_id for a in self.agents])
+        _unique("bindings", [b.binding_id for b in self.bindings])
+        agents = {a.agent_id for a in self.agents}
+        for b in self.bindings:
+            if b.agent_id not in agents:
+                raise ValueError(f"binding {b.binding_id!r} names unknown agent {b.agent_id!r}")
+        models = {m.id for m in self.models}
+        for kb in self.knowledge_bases:
+            if kb.rerank_model_id is not None and kb.rerank_model_id not in models:
+                raise ValueError(
+                    f"knowledge base {kb.id!r} names unknown rerank model {kb.rerank_model_id!r}"
+                )
+        return self
+
+
+def _unique(section: str, ids: list[str]) -> None:
+    seen: set[str] = set()
+    for i in ids:
+        if i in seen:
+            raise ValueError(f"{section}: duplicate id {i!r}")
+        seen.add(i)

@@ -1,0 +1,87 @@
+"""The Starlette application of the HTTP API."""
+
+from __future__ import annotations
+
+import logging
+from importlib.metadata import PackageNotFoundError, version
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from agentrunner_host.errors import HostError
+from agentrunner_host.service import HostService
+
+from .auth import BearerTokenMiddleware
+from .errors import ApiError, error_response, from_host_error
+from .openapi import build_openapi
+from .routes import ENDPOINTS
+
+__all__ = ["API_TITLE", "create_app"]
+
+API_TITLE = "agentrunner host API"
+"""``info.title`` of the OpenAPI document."""
+
+log = logging.getLogger("agentrunner.http")
+
+
+def _version() -> str:
+    try:
+        return version("agentrunner-host")
+    except PackageNotFoundError:  # pragma: no cover - running from a source tree without metadata
+        return "0.0.0"
+
+
+async def _api_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, ApiError)
+    return exc.response()
+
+
+async def _host_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HostError)
+    return from_host_error(exc).response()
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    codes = {404: "not_found", 405: "method_not_allowed"}
+    return error_response(
+        exc.status_code,
+        codes.get(exc.status_code, "http_error"),
+        str(exc.detail),
+        headers=dict(exc.headers or {}),
+    )
+
+
+async def _unexpected(request: Request, exc: Exception) -> Response:
+    # The message is generic on purpose: exception text can carry configuration details.
+    log.exception("unhandled error in %s %s", request.method, request.url.path)
+    return error_response(500, "internal", "internal server error")
+
+
+def create_app(service: HostService, *, api_token: str | None) -> Starlette:
+    """The API over an open *service*; every route requires *api_token* when one is given."""
+    document = build_openapi(ENDPOINTS, title=API_TITLE, version=_version(), secured=api_token is not None)
+
+    async def openapi(request: Request) -> Response:
+        return JSONResponse(document)
+
+    routes = [Route(ep.path, ep.handler, methods=[ep.method]) for ep in ENDPOINTS]
+    routes.append(Route("/openapi.json", openapi, methods=["GET"]))
+    middleware = [Middleware(BearerTokenMiddleware, token=api_token)] if api_token else []
+    app = Starlette(
+        routes=routes,
+        middleware=middleware,
+        exception_handlers={
+            ApiError: _api_error,
+            HostError: _host_error,
+            HTTPException: _http_error,
+            Exception: _unexpected,
+        },
+    )
+    app.state.service = service
+    app.state.openapi = document
+    return app

@@ -1,0 +1,115 @@
+"""The OpenAPI 3.1 document, generated from the endpoint table and the pydantic models the routes use."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel
+from pydantic.json_schema import JsonSchemaMode, models_json_schema
+from starlette.requests import Request
+from starlette.responses import Response
+
+from .schemas import ErrorBody
+
+__all__ = ["Endpoint", "Param", "build_openapi"]
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Param:
+    """A query, path or header parameter."""
+
+    name: str
+    where: Literal["query", "path", "header"]
+    schema: dict[str, Any]
+    description: str
+    required: bool = False
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Endpoint:
+    """One route: its handler and everything the OpenAPI document says about it."""
+
+    method: str
+    path: str
+    handler: Handler
+    operation_id: str
+    summary: str
+    tag: str
+    body: type[BaseModel] | None = None
+    responses: dict[int, tuple[type[BaseModel] | None, str]]
+    params: tuple[Param, ...] = ()
+    sse_status: int | None = None
+    """The status that may answer ``text/event-stream`` instead of JSON."""
+
+
+def build_openapi(
+    endpoints: Sequence[Endpoint], *, title: str, version: str, secured: bool
+) -> dict[str, Any]:
+    """The document. Error answers share the ``ErrorBody`` schema; 401 appears when a token is configured."""
+    wanted: list[tuple[type[BaseModel], JsonSchemaMode]] = [(ErrorBody, "serialization")]
+    for ep in endpoints:
+        if ep.body is not None:
+            wanted.append((ep.body, "validation"))
+        wanted.extend((model, "serialization") for model, _ in ep.responses.values() if model is not None)
+    unique = list(dict.fromkeys(wanted))
+    refs, defs = models_json_schema(unique, ref_template="#/components/schemas/{model}")
+    paths: dict[str, dict[str, Any]] = {}
+    for ep in endpoints:
+        responses: dict[str, Any] = {}
+        statuses = dict(ep.responses)
+        if secured:
+            statuses.setdefault(401, (ErrorBody, "Missing or invalid bearer token."))
+        if ep.body is not None or ep.params:
+            statuses.setdefault(422, (ErrorBody, "Invalid request."))
+        for status, (model, description) in sorted(statuses.items()):
+            entry: dict[str, Any] = {"description": description}
+            content: dict[str, Any] = {}
+            if model is not None:
+                mode: JsonSchemaMode = "serialization"
+                content["application/json"] = {"schema": refs[(model, mode)]}
+            if status == ep.sse_status:
+                content["text/event-stream"] = {
+                    "schema": {"type": "string"},
+                    "description": "Events `id: <host_seq>`, `event: <result type>`, `data: <result JSON>`.",
+                }
+            if content:
+                entry["content"] = content
+            responses[str(status)] = entry
+        operation: dict[str, Any] = {
+            "operationId": ep.operation_id,
+            "summary": ep.summary,
+            "tags": [ep.tag],
+            "responses": responses,
+        }
+        if ep.params:
+            operation["parameters"] = [
+                {
+                    "name": p.name,
+                    "in": p.where,
+                    "required": p.required or p.where == "path",
+                    "description": p.description,
+                    "schema": p.schema,
+                }
+                for p in ep.params
+            ]
+        if ep.body is not None:
+            operation["requestBody"] = {
+                "required": True,
+                "content": {"application/json": {"schema": refs[(ep.body, "validation")]}},
+            }
+        if secured:
+            operation["security"] = [{"bearer": []}]
+        paths.setdefault(ep.path, {})[ep.method.lower()] = operation
+    document: dict[str, Any] = {
+        "openapi": "3.1.0",
+        "info": {"title": title, "version": version},
+        "paths": paths,
+        "components": {"schemas": defs.get("$defs", {})},
+    }
+    if secured:
+        document["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
+    return document

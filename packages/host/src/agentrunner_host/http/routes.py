@@ -1,0 +1,722 @@
+"""The route handlers and the endpoint table (the single source of the routes and of the OpenAPI paths)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any, Final, TypeVar
+
+from agentrunner import AgentInput, DeliveryContext
+from pydantic import BaseModel, ValidationError
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+
+from agentrunner_host.access import ConversationKey
+from agentrunner_host.config import BindingSpec, find_literal_secrets, format_key_path
+from agentrunner_host.models import AgentConfig, AgentEventEnvelope
+from agentrunner_host.registry import RunnerDescriptor
+from agentrunner_host.service import AgentEntry, BindingEntry, HostService, ReplayItem, RunView
+from agentrunner_host.stores import StoredTranscriptItem
+
+from .errors import ApiError
+from .openapi import Endpoint, Param
+from .schemas import (
+    AgentList,
+    AgentOut,
+    BindingList,
+    BindingOut,
+    CancelOut,
+    ErrorBody,
+    EventSubmission,
+    Health,
+    Readiness,
+    ResultItem,
+    ResultPage,
+    RunAccepted,
+    RunnerList,
+    RunnerOut,
+    RunOut,
+    RunWithResults,
+    TranscriptItemOut,
+    TranscriptPage,
+)
+from .sse import SSE_HEADERS, sse_stream
+
+__all__ = ["ENDPOINTS", "MAX_BODY_BYTES"]
+
+MAX_BODY_BYTES: Final = 1024 * 1024
+"""Largest request body accepted."""
+_CANCEL_SETTLE_SECONDS: Final = 5.0
+
+M = TypeVar("M", bound=BaseModel)
+
+
+# -- helpers ---------------------------------------------------------------------------------------------------
+
+
+def _service(request: Request) -> HostService:
+    service: HostService = request.app.state.service
+    return service
+
+
+def _json(model: BaseModel, status: int = 200, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse(model.model_dump(mode="json"), status_code=status, headers=headers)
+
+
+def _describe(exc: ValidationError) -> str:
+    parts: list[str] = []
+    for error in exc.errors()[:5]:
+        loc = format_key_path(tuple(error["loc"]))
+        parts.append(f"{loc}: {error['msg']}")
+    return "; ".join(parts)
+
+
+async def _body(request: Request, model: type[M]) -> M:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+        raise ApiError(413, "payload_too_large", f"the body exceeds {MAX_BODY_BYTES} bytes")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise ApiError(413, "payload_too_large", f"the body exceeds {MAX_BODY_BYTES} bytes")
+        chunks.append(chunk)
+    raw = b"".join(chunks)
+    if not raw.strip():
+        raise ApiError(422, "invalid_request", "a JSON request body is required")
+    try:
+        return model.model_validate_json(raw)
+    except ValidationError as exc:
+        raise ApiError(422, "invalid_request", _describe(exc)) from None
+
+
+def _int_query(request: Request, name: str, default: int, *, low: int, high: int) -> int:
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ApiError(422, "invalid_request", f"query parameter {name} must be an integer") from None
+    if not low <= value <= high:
+        raise ApiError(422, "invalid_request", f"query parameter {name} must be between {low} and {high}")
+    return value
+
+
+def _bool_query(request: Request, name: str) -> bool:
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return False
+    lowered = raw.lower()
+    if lowered in {"true", "1", "yes"}:
+        return True
+    if lowered in {"false", "0", "no"}:
+        return False
+    raise ApiError(422, "invalid_request", f"query parameter {name} must be true or false")
+
+
+def _path_id(request: Request, name: str) -> str:
+    value: str = request.path_params[name]
+    if not 1 <= len(value) <= 200:
+        raise ApiError(422, "invalid_request", f"{name} must be 1 to 200 characters")
+    return value
+
+
+def _wants_stream(request: Request) -> bool:
+    return _bool_query(request, "stream") or "text/event-stream" in request.headers.get("accept", "")
+
+
+def _run_out(view: RunView) -> RunOut:
+    status = view.status if view.status in {"running", "completed", "failed"} else "failed"
+    return RunOut.model_validate({**_asdict(view), "status": status})
+
+
+def _asdict(view: RunView) -> dict[str, Any]:
+    return {name: getattr(view, name) for name in view.__dataclass_fields__}
+
+
+def _item(item: ReplayItem) -> ResultItem:
+    return ResultItem(host_seq=item.host_seq, type=item.type, result=item.payload)
+
+
+def _event_stream(
+    service: HostService, run_id: str, *, after: int, headers: dict[str, str]
+) -> StreamingResponse:
+    return StreamingResponse(
+        sse_stream(service.follow(run_id, after=after)),
+        media_type="text/event-stream",
+        headers={**SSE_HEADERS, **headers},
+    )
+
+
+# -- events and runs ------------------------------------------------------------------------------------------
+
+
+def _envelope(sub: EventSubmission, *, streaming: bool) -> AgentEventEnvelope:
+    user_input = AgentInput(text=sub.text) if sub.text is not None else sub.input or AgentInput()
+    try:
+        return AgentEventEnvelope(
+            event_id=sub.event_id or "evt_" + uuid.uuid4().hex,
+            event_type=sub.event_type,
+            event_time=sub.event_time,
+            source="api",
+            conversation_id=sub.conversation_id,
+            thread_id=sub.thread_id,
+            bot_id=sub.bot_id,
+            workspace_id=sub.workspace_id,
+            actor=sub.actor,
+            subject=sub.subject,
+            input=user_input,
+            delivery=DeliveryContext(surface="api", supports_streaming=streaming),
+            data=sub.data,
+            params=sub.params,
+            locale=sub.locale,
+            timezone=sub.timezone,
+        )
+    except ValidationError as exc:
+        raise ApiError(422, "invalid_request", _describe(exc)) from None
+
+
+async def submit_event(request: Request) -> Response:
+    """``POST /v1/events``."""
+    service = _service(request)
+    sub = await _body(request, EventSubmission)
+    stream = _wants_stream(request)
+    wait = _bool_query(request, "wait")
+    if stream and wait:
+        raise ApiError(422, "invalid_request", "choose either stream or wait")
+    event = _envelope(sub, streaming=stream)
+    feed = await service.submit(event)
+    run_id = feed.run_id
+    location = {"Location": f"/v1/runs/{run_id}", "X-Run-Id": run_id}
+    if stream:
+        return _event_stream(service, run_id, after=0, headers=location)
+    if wait:
+        items = [_item(i) async for i in service.follow(run_id)]
+        view = await service.run(run_id)
+        return _json(RunWithResults(run=_run_out(view), results=items), headers=location)
+    return _json(RunAccepted(run_id=run_id, event_id=event.event_id), 202, headers=location)
+
+
+async def get_run(request: Request) -> Response:
+    """``GET /v1/runs/{run_id}``."""
+    view = await _service(request).run(_path_id(request, "run_id"))
+    return _json(_run_out(view))
+
+
+async def get_results(request: Request) -> Response:
+    """``GET /v1/runs/{run_id}/results``."""
+    service = _service(request)
+    run_id = _path_id(request, "run_id")
+    after = _int_query(request, "after", 0, low=0, high=2**31)
+    last_event_id = request.headers.get("last-event-id")
+    if last_event_id:
+        if not last_event_id.isdigit():
+            raise ApiError(422, "invalid_request", "Last-Event-ID must be a result's host_seq")
+        after = int(last_event_id)
+    limit = _int_query(request, "limit", 100, low=1, high=1000)
+    view = await service.run(run_id)
+    if _wants_stream(request):
+        return _event_stream(service, run_id, after=after, headers={})
+    feed = service.feed(run_id)
+    if feed is not None and not feed.done:
+        items = [ReplayItem.of(i) for i in feed.snapshot(after=after, limit=limit)]
+    else:
+        items = await service.stored_results(run_id, after=after, limit=limit)
+    next_after = items[-1].host_seq if items else after
+    done = view.status != "running" and next_after >= view.results
+    return _json(
+        ResultPage(run_id=run_id, results=[_item(i) for i in items], next_after=next_after, done=done)
+    )
+
+
+async def cancel_run(request: Request) -> Response:
+    """``POST /v1/runs/{run_id}/cancel``."""
+    service = _service(request)
+    run_id = _path_id(request, "run_id")
+    feed = service.feed(run_id)
+    cancelled = await service.cancel(run_id)
+    if cancelled and feed is not None:
+        # Let the run record its cancellation so the answer shows the final status.
+        await asyncio.wait_for(asyncio.shield(feed.outcome()), timeout=_CANCEL_SETTLE_SECONDS)
+    view = await service.run(run_id)
+    if not cancelled and view.status == "running":
+        raise ApiError(
+            409, "not_live", f"run {run_id} is executing in another process and cannot be cancelled here"
+        )
+    return _json(CancelOut(run_id=run_id, cancelled=cancelled, status=view.status))
+
+
+# -- runners, agents, bindings --------------------------------------------------------------------------------
+
+
+def _runner_out(d: RunnerDescriptor) -> RunnerOut:
+    m = d.manifest
+    return RunnerOut(
+        runner_id=d.runner_id,
+        plugin_id=d.plugin_id,
+        label=m.label.model_dump(exclude_none=True),
+        description=m.description.model_dump(exclude_none=True) if m.description else None,
+        capabilities=m.capabilities.model_dump(mode="json"),
+        permissions=m.permissions.model_dump(mode="json"),
+        config_schema=[item.model_dump(mode="json", exclude_none=True) for item in m.config_schema],
+    )
+
+
+async def list_runners(request: Request) -> Response:
+    """``GET /v1/runners``."""
+    runners = await _service(request).runners()
+    return _json(RunnerList(runners=[_runner_out(d) for d in runners]))
+
+
+async def _agent_out(service: HostService, entry: AgentEntry) -> AgentOut:
+    agent = entry.agent
+    redacted = await service.redacted(agent.runner_id, agent.runner_config)
+    return AgentOut(agent=agent.model_copy(update={"runner_config": redacted}), source=entry.source)
+
+
+async def _check_agent_secrets(service: HostService, agent: AgentConfig) -> None:
+    problems = [
+        f"runner_config.{format_key_path(p)}: {why}" for p, why in find_literal_secrets(agent.runner_config)
+    ]
+    descriptor = await service.runner_schema(agent.runner_id)
+    if descriptor is not None:
+        for name in descriptor.manifest.secret_fields():
+            value = agent.runner_config.get(name)
+            if value not in (None, "") and not (isinstance(value, dict) and list(value) == ["env"]):  # pyright: ignore[reportUnknownArgumentType]
+                problems.append(f'runner_config.{name}: marked secret by the runner; give {{"env": "VAR"}}')
+    if problems:
+        raise ApiError(
+            422,
+            "literal_secret",
+            "secrets are read from environment variables, never stored: " + "; ".join(sorted(set(problems))),
+        )
+
+
+async def list_agents(request: Request) -> Response:
+    """``GET /v1/agents``."""
+    service = _service(request)
+    service.refresh_bindings()
+    return _json(AgentList(agents=[await _agent_out(service, e) for e in service.directory.agents()]))
+
+
+async def get_agent(request: Request) -> Response:
+    """``GET /v1/agents/{agent_id}``."""
+    service = _service(request)
+    service.refresh_bindings()
+    return _json(await _agent_out(service, service.directory.agent(_path_id(request, "agent_id"))))
+
+
+async def create_agent(request: Request) -> Response:
+    """``POST /v1/agents``."""
+    service = _service(request)
+    agent = await _body(request, AgentConfig)
+    await _check_agent_secrets(service, agent)
+    service.apply_bindings(service.directory.put_agent(agent, create=True))
+    out = await _agent_out(service, service.directory.agent(agent.agent_id))
+    return _json(out, 201, headers={"Location": f"/v1/agents/{agent.agent_id}"})
+
+
+async def replace_agent(request: Request) -> Response:
+    """``PUT /v1/agents/{agent_id}``."""
+    service = _service(request)
+    agent_id = _path_id(request, "agent_id")
+    agent = await _body(request, AgentConfig)
+    if agent.agent_id != agent_id:
+        raise ApiError(422, "invalid_request", "agent_id in the body differs from the path")
+    await _check_agent_secrets(service, agent)
+    service.apply_bindings(service.directory.put_agent(agent, create=False))
+    return _json(await _agent_out(service, service.directory.agent(agent_id)))
+
+
+async def delete_agent(request: Request) -> Response:
+    """``DELETE /v1/agents/{agent_id}``."""
+    service = _service(request)
+    service.apply_bindings(service.directory.remove_agent(_path_id(request, "agent_id")))
+    return Response(status_code=204)
+
+
+def _binding_out(entry: BindingEntry) -> BindingOut:
+    return BindingOut(binding=entry.binding, source=entry.source)
+
+
+async def list_bindings(request: Request) -> Response:
+    """``GET /v1/bindings``."""
+    service = _service(request)
+    service.refresh_bindings()
+    return _json(BindingList(bindings=[_binding_out(e) for e in service.directory.bindings()]))
+
+
+async def get_binding(request: Request) -> Response:
+    """``GET /v1/bindings/{binding_id}``."""
+    service = _service(request)
+    service.refresh_bindings()
+    return _json(_binding_out(service.directory.binding(_path_id(request, "binding_id"))))
+
+
+async def create_binding(request: Request) -> Response:
+    """``POST /v1/bindings``."""
+    service = _service(request)
+    spec = await _body(request, BindingSpec)
+    service.apply_bindings(service.directory.put_binding(spec, create=True))
+    out = _binding_out(service.directory.binding(spec.binding_id))
+    return _json(out, 201, headers={"Location": f"/v1/bindings/{spec.binding_id}"})
+
+
+async def replace_binding(request: Request) -> Response:
+    """``PUT /v1/bindings/{binding_id}``."""
+    service = _service(request)
+    binding_id = _path_id(request, "binding_id")
+    spec = await _body(request, BindingSpec)
+    if spec.binding_id != binding_id:
+        raise ApiError(422, "invalid_request", "binding_id in the body differs from the path")
+    service.apply_bindings(service.directory.put_binding(spec, create=False))
+    return _json(_binding_out(service.directory.binding(binding_id)))
+
+
+async def delete_binding(request: Request) -> Response:
+    """``DELETE /v1/bindings/{binding_id}``."""
+    service = _service(request)
+    service.apply_bindings(service.directory.remove_binding(_path_id(request, "binding_id")))
+    return Response(status_code=204)
+
+
+# -- transcript and health ------------------------------------------------------------------------------------
+
+
+def _transcript_item(item: StoredTranscriptItem) -> TranscriptItemOut:
+    return TranscriptItemOut(
+        seq=item.seq,
+        item_id=item.item_id,
+        role=item.role,
+        item_type=item.item_type,
+        content=item.content,
+        contents=list(item.contents),
+        artifacts=list(item.artifacts),
+        run_id=item.run_id,
+        event_id=item.event_id,
+        created_at=item.created_at,
+    )
+
+
+async def get_transcript(request: Request) -> Response:
+    """``GET /v1/conversations/{conversation_id}/transcript``."""
+    service = _service(request)
+    conversation_id = _path_id(request, "conversation_id")
+    thread_id = request.query_params.get("thread_id") or None
+    if thread_id is not None and len(thread_id) > 200:
+        raise ApiError(422, "invalid_request", "thread_id must be at most 200 characters")
+    raw_cursor = request.query_params.get("cursor") or ""
+    if raw_cursor and not (raw_cursor.isdigit() and len(raw_cursor) <= 12):
+        raise ApiError(422, "invalid_request", "cursor must be a value returned as next_cursor")
+    after = int(raw_cursor) if raw_cursor else 0
+    limit = _int_query(request, "limit", 50, low=1, high=500)
+    items, more = await service.stores.transcript.page(
+        conversation=ConversationKey(conversation_id, thread_id),
+        after_seq=after,
+        limit=limit,
+        direction="forward",
+    )
+    next_cursor = str(items[-1].seq) if more and items else None
+    return _json(
+        TranscriptPage(
+            conversation_id=conversation_id,
+            thread_id=thread_id,
+            items=[_transcript_item(i) for i in items],
+            next_cursor=next_cursor,
+        )
+    )
+
+
+async def healthz(request: Request) -> Response:
+    """``GET /healthz``."""
+    return _json(Health())
+
+
+async def readyz(request: Request) -> Response:
+    """``GET /readyz``."""
+    ready, detail = await _service(request).readiness()
+    return _json(Readiness(ready=ready, detail=detail), 200 if ready else 503)
+
+
+# -- the table --------------------------------------------------------------------------------------------------
+
+_RUN_ID = Param(
+    name="run_id",
+    where="path",
+    schema={"type": "string", "minLength": 1, "maxLength": 200},
+    description="Run id.",
+)
+_AGENT_ID = Param(
+    name="agent_id",
+    where="path",
+    schema={"type": "string", "minLength": 1, "maxLength": 200},
+    description="Agent id.",
+)
+_BINDING_ID = Param(
+    name="binding_id",
+    where="path",
+    schema={"type": "string", "minLength": 1, "maxLength": 200},
+    description="Binding id.",
+)
+_STREAM = Param(
+    name="stream",
+    where="query",
+    schema={"type": "boolean"},
+    description="Answer as Server-Sent Events (same as `Accept: text/event-stream`).",
+)
+_E404 = (ErrorBody, "Not found.")
+_E409 = (ErrorBody, "Conflict.")
+_E422 = (ErrorBody, "Invalid request.")
+
+ENDPOINTS: Final[tuple[Endpoint, ...]] = (
+    Endpoint(
+        method="POST",
+        path="/v1/events",
+        handler=submit_event,
+        operation_id="submitEvent",
+        summary="Submit an event: 202 with the run id, a live result stream (SSE) or the finished run (wait).",
+        tag="runs",
+        body=EventSubmission,
+        params=(
+            _STREAM,
+            Param(
+                name="wait",
+                where="query",
+                schema={"type": "boolean"},
+                description="Answer when the run has ended, with every result.",
+            ),
+        ),
+        responses={
+            200: (RunWithResults, "The finished run (`wait=true`), or its results as SSE (`stream=true`)."),
+            202: (RunAccepted, "Accepted; the run is executing."),
+            404: (ErrorBody, "No binding handles the event (`binding_not_found`)."),
+            409: (
+                ErrorBody,
+                "The event id was already submitted (`duplicate_event`, with the first `run_id`).",
+            ),
+            413: (ErrorBody, "The body is too large."),
+            503: (ErrorBody, "The bound runner is unavailable, or the host is shutting down."),
+        },
+        sse_status=200,
+    ),
+    Endpoint(
+        method="GET",
+        path="/v1/runs/{run_id}",
+        handler=get_run,
+        operation_id="getRun",
+        summary="Status, outcome and result count of a run.",
+        tag="runs",
+        params=(_RUN_ID,),
+        responses={200: (RunOut, "The run."), 404: _E404},
+    ),
+    Endpoint(
+        method="GET",
+        path="/v1/runs/{run_id}/results",
+        handler=get_results,
+        operation_id="getRunResults",
+        summary="Results after a cursor, as a JSON page or as SSE (resumable with `Last-Event-ID`; live runs continue live).",
+        tag="runs",
+        params=(
+            _RUN_ID,
+            Param(
+                name="after",
+                where="query",
+                schema={"type": "integer", "minimum": 0, "maximum": 2**31},
+                description="Return results with host_seq greater than this.",
+            ),
+            Param(
+                name="limit",
+                where="query",
+                schema={"type": "integer", "minimum": 1, "maximum": 1000},
+                description="Page size (JSON only).",
+            ),
+            _STREAM,
+            Param(
+                name="Last-Event-ID",
+                where="header",
+                schema={"type": "string", "pattern": "^[0-9]{1,10}$"},
+                description="SSE resume cursor (overrides `after`).",
+            ),
+        ),
+        responses={200: (ResultPage, "A page of results, or SSE."), 404: _E404},
+        sse_status=200,
+    ),
+    Endpoint(
+        method="POST",
+        path="/v1/runs/{run_id}/cancel",
+        handler=cancel_run,
+        operation_id="cancelRun",
+        summary="Cancel a live run (it ends `run.failed` with code `cancelled`).",
+        tag="runs",
+        params=(_RUN_ID,),
+        responses={
+            200: (CancelOut, "Cancelled, or already ended."),
+            404: _E404,
+            409: (ErrorBody, "The run executes in another process."),
+        },
+    ),
+    Endpoint(
+        method="GET",
+        path="/v1/runners",
+        handler=list_runners,
+        operation_id="listRunners",
+        summary="Available runners and their config forms.",
+        tag="runners",
+        responses={200: (RunnerList, "Runners.")},
+    ),
+    Endpoint(
+        method="GET",
+        path="/v1/agents",
+        handler=list_agents,
+        operation_id="listAgents",
+        summary="Agents (secrets redacted).",
+        tag="agents",
+        responses={200: (AgentList, "Agents.")},
+    ),
+    Endpoint(
+        method="POST",
+        path="/v1/agents",
+        handler=create_agent,
+        operation_id="createAgent",
+        summary="Add an agent.",
+        tag="agents",
+        body=AgentConfig,
+        responses={201: (AgentOut, "Created."), 409: _E409, 422: _E422},
+    ),
+    Endpoint(
+        method="GET",
+        path="/v1/agents/{agent_id}",
+        handler=get_agent,
+        operation_id="getAgent",
+        summary="One agent (secrets redacted).",
+        tag="agents",
+        params=(_AGENT_ID,),
+        responses={200: (AgentOut, "The agent."), 404: _E404},
+    ),
+    Endpoint(
+        method="PUT",
+        path="/v1/agents/{agent_id}",
+        handler=replace_agent,
+        operation_id="replaceAgent",
+        summary="Replace an agent; takes effect for the next event.",
+        tag="agents",
+        body=AgentConfig,
+        params=(_AGENT_ID,),
+        responses={200: (AgentOut, "Replaced."), 404: _E404, 409: _E409, 422: _E422},
+    ),
+    Endpoint(
+        method="DELETE",
+        path="/v1/agents/{agent_id}",
+        handler=delete_agent,
+        operation_id="deleteAgent",
+        summary="Remove an agent no binding uses.",
+        tag="agents",
+        params=(_AGENT_ID,),
+        responses={204: (None, "Removed."), 404: _E404, 409: _E409},
+    ),
+    Endpoint(
+        method="GET",
+        path="/v1/bindings",
+        handler=list_bindings,
+        operation_id="listBindings",
+        summary="Bindings.",
+        tag="bindings",
+        responses={200: (BindingList, "Bindings.")},
+    ),
+    Endpoint(
+        method="POST",
+        path="/v1/bindings",
+        handler=create_binding,
+        operation_id="createBinding",
+        summary="Add a binding; a conflicting one is refused (409).",
+        tag="bindings",
+        body=BindingSpec,
+        responses={201: (BindingOut, "Created."), 409: _E409, 422: _E422},
+    ),
+    Endpoint(
+        method="GET",
+        path="/v1/bindings/{binding_id}",
+        handler=get_binding,
+        operation_id="getBinding",
+        summary="One binding.",
+        tag="bindings",
+        params=(_BINDING_ID,),
+        responses={200: (BindingOut, "The binding."), 404: _E404},
+    ),
+    Endpoint(
+        method="PUT",
+        path="/v1/bindings/{binding_id}",
+        handler=replace_binding,
+        operation_id="replaceBinding",
+        summary="Replace a binding; takes effect for the next event.",
+        tag="bindings",
+        body=BindingSpec,
+        params=(_BINDING_ID,),
+        responses={200: (BindingOut, "Replaced."), 404: _E404, 409: _E409, 422: _E422},
+    ),
+    Endpoint(
+        method="DELETE",
+        path="/v1/bindings/{binding_id}",
+        handler=delete_binding,
+        operation_id="deleteBinding",
+        summary="Remove a binding.",
+        tag="bindings",
+        params=(_BINDING_ID,),
+        responses={204: (None, "Removed."), 404: _E404, 409: _E409},
+    ),
+    Endpoint(
+        method="GET",
+        path="/v1/conversations/{conversation_id}/transcript",
+        handler=get_transcript,
+        operation_id="getTranscript",
+        summary="A conversation's transcript, oldest first, paged.",
+        tag="conversations",
+        params=(
+            Param(
+                name="conversation_id",
+                where="path",
+                schema={"type": "string", "minLength": 1, "maxLength": 200},
+                description="Conversation id.",
+            ),
+            Param(
+                name="thread_id",
+                where="query",
+                schema={"type": "string", "maxLength": 200},
+                description="Thread (main line when absent).",
+            ),
+            Param(
+                name="cursor",
+                where="query",
+                schema={"type": "string", "pattern": "^[0-9]{0,12}$"},
+                description="`next_cursor` of the previous page.",
+            ),
+            Param(
+                name="limit",
+                where="query",
+                schema={"type": "integer", "minimum": 1, "maximum": 500},
+                description="Page size.",
+            ),
+        ),
+        responses={200: (TranscriptPage, "A page.")},
+    ),
+    Endpoint(
+        method="GET",
+        path="/healthz",
+        handler=healthz,
+        operation_id="healthz",
+        summary="Liveness.",
+        tag="health",
+        responses={200: (Health, "The process serves requests.")},
+    ),
+    Endpoint(
+        method="GET",
+        path="/readyz",
+        handler=readyz,
+        operation_id="readyz",
+        summary="Readiness: the database answers and is migrated to head.",
+        tag="health",
+        responses={200: (Readiness, "Ready."), 503: (Readiness, "Not ready.")},
+    ),
+)

@@ -1,0 +1,463 @@
+"""``HostService``: a :class:`~agentrunner_host.host.Host` built from :class:`~agentrunner_host.config.Settings`.
+
+Opening one: create the data directory → open the database and migrate it to head → open the stores → close
+the runs a crash left ``running`` (``host_restarted``) → load runners (installed entry points in process,
+plugin directories out of process) → build the model provider and the resource catalog → resolve agents and
+bindings → ready. Closing it cancels live runs (each ends ``run.failed``/``cancelled`` and is recorded) and
+releases everything in reverse order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import secrets
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Any, Final, cast
+
+from agentrunner import AgentRunner, AgentRunnerManifest
+from agentrunner.wire.loader import ENTRY_POINT_GROUP
+from alembic.script import ScriptDirectory
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from agentrunner_host.bindings import BindingSet
+from agentrunner_host.config import (
+    ECHO_RUNNER_ID,
+    LOCAL_AGENT_RUNNER_ID,
+    Settings,
+    redact_config,
+)
+from agentrunner_host.db import alembic_config, create_engine, current_revision, upgrade
+from agentrunner_host.errors import DuplicateEventError, HostError, RunnerNotFoundError
+from agentrunner_host.host import Host
+from agentrunner_host.models import AgentEventEnvelope
+from agentrunner_host.orchestrator import DeliveredResult
+from agentrunner_host.pull import PullAPI
+from agentrunner_host.registry import RunnerDescriptor
+from agentrunner_host.stores import HostStores, ResultRecord
+from agentrunner_host.stores.models import ResultRow, RunRow
+from agentrunner_host.transport import RunnerConnection
+
+from .agents import AgentDirectory
+from .errors import NotFoundError
+from .feeds import RunFeed
+from .providers import open_providers
+
+__all__ = [
+    "CURSOR_KEY_FILE",
+    "HostService",
+    "ReplayItem",
+    "RunView",
+    "default_runner_for",
+    "installed_manifests",
+    "installed_runner_ids",
+]
+
+log = logging.getLogger("agentrunner.service")
+
+CURSOR_KEY_FILE: Final = "cursor.key"
+"""File in the data directory holding the key that signs history cursors (so they survive restarts)."""
+_POLL_SECONDS: Final = 0.25
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunView:
+    """A run as the API reports it."""
+
+    run_id: str
+    status: str
+    code: str | None = None
+    message: str | None = None
+    runner_id: str
+    binding_id: str
+    event_id: str
+    conversation_id: str | None = None
+    thread_id: str | None = None
+    started_at: int | None = None
+    ended_at: int | None = None
+    results: int = 0
+    live: bool = False
+    usage: dict[str, Any] = field(default_factory=dict[str, Any])
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayItem:
+    """One result for a reader: its host sequence, type and wire payload."""
+
+    host_seq: int
+    type: str
+    payload: dict[str, Any]
+
+    @classmethod
+    def of(cls, item: DeliveredResult | ResultRecord) -> ReplayItem:
+        """From a live or a stored result."""
+        if isinstance(item, DeliveredResult):
+            return cls(
+                item.host_seq, item.result.type, item.result.model_dump(mode="json", exclude_none=True)
+            )
+        return cls(item.host_seq, item.type, item.payload)
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _cursor_key(data_dir: Path) -> bytes:
+    path = data_dir / CURSOR_KEY_FILE
+    try:
+        key = path.read_bytes()
+        if len(key) >= 32:
+            return key
+    except FileNotFoundError:
+        pass
+    key = secrets.token_bytes(32)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(key)
+    return key
+
+
+def _in_process_runners() -> dict[str, list[AgentRunner]]:
+    """Instances of every installed ``agentrunner.runners`` entry point, grouped by plugin id."""
+    plugins: dict[str, list[AgentRunner]] = {}
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            cls = ep.load()
+            if not (isinstance(cls, type) and issubclass(cls, AgentRunner)):
+                raise TypeError(f"{ep.value} is not an AgentRunner subclass")
+            runner = cls()
+            plugin_id = type(runner).manifest.runner_id.plugin_id
+        except Exception as exc:
+            log.warning("runner entry point %s (%s) not loaded: %s", ep.name, ep.value, exc)
+            continue
+        plugins.setdefault(plugin_id, []).append(runner)
+    return plugins
+
+
+def _head_revision() -> str | None:
+    return ScriptDirectory.from_config(alembic_config()).get_current_head()
+
+
+class HostService:
+    """A running host with its stores, runners, agents and live result feeds. Build with :meth:`open`."""
+
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        engine: AsyncEngine,
+        stores: HostStores,
+        host: Host,
+        directory: AgentDirectory,
+        runtime: Any = None,
+    ) -> None:
+        self.settings = settings
+        """The settings it was built from."""
+        self.engine = engine
+        """The database engine."""
+        self.stores = stores
+        """The host stores."""
+        self.host = host
+        """The host."""
+        self.directory = directory
+        """Agents and bindings."""
+        self.recovered_runs: list[str] = []
+        """Runs closed as ``host_restarted`` when the service opened."""
+        self._runtime = runtime
+        self._feeds: dict[str, RunFeed] = {}
+        self._pumps: set[asyncio.Task[None]] = set()
+        self._closing = False
+
+    # -- lifecycle ---------------------------------------------------------------------------------------------
+
+    @classmethod
+    @asynccontextmanager
+    async def open(cls, settings: Settings, *, recover: bool = True) -> AsyncGenerator[HostService]:
+        """Open the service (see the module docstring); closes it on exit."""
+        config = settings.config
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(settings.database_url)
+        async with contextlib.AsyncExitStack() as stack:
+            stack.push_async_callback(engine.dispose)
+            await upgrade(engine)
+            stores = await HostStores.open(engine, data_dir=settings.data_dir)
+            stack.push_async_callback(stores.aclose)
+            recovered: list[str] = []
+            if recover:
+                recovered = await stores.runs.close_interrupted(ended_at=_now_ms())
+                if recovered:
+                    log.warning("closed %d run(s) interrupted by a restart: %s", len(recovered), recovered)
+            plugins = _in_process_runners() if config.runners.entry_points == "in_process" else {}
+            providers = await open_providers(settings, engine=engine, stores=stores, stack=stack)
+            host = Host.create(
+                plugins=plugins,
+                stores=stores,
+                pull=PullAPI(stores, cursor_key=_cursor_key(settings.data_dir)),
+                catalog=providers.catalog,
+                models=providers.models,
+                tools=providers.tools,
+                knowledge=providers.knowledge,
+                max_timeout_seconds=config.max_timeout_seconds,
+            )
+            stack.push_async_callback(host.aclose)
+            runtime = None
+            if settings.plugin_dirs or config.runners.entry_points == "subprocess":
+                from agentrunner_host.runtime import RuntimeManager
+
+                runtime = RuntimeManager.from_directories(
+                    settings.plugin_dirs,
+                    host.dispatcher,
+                    entry_points=config.runners.entry_points == "subprocess",
+                )
+                stack.push_async_callback(runtime.aclose)
+                for warning in runtime.discovery_warnings:
+                    log.warning("plugin discovery: %s", warning)
+                for plugin_id in runtime.plugins:
+                    # The runtime's connection is an async generator underneath; its annotation is looser.
+                    host.registry.add(cast(RunnerConnection, runtime.connection(plugin_id)))
+            default_runner, default_config = await _default_runner(host, settings)
+            directory = AgentDirectory(
+                config,
+                data_dir=settings.data_dir,
+                environ=settings.environ,
+                default_runner_id=default_runner,
+                default_runner_config=default_config,
+            )
+            host.orchestrator.bindings = directory.binding_set()
+            service = cls(
+                settings=settings,
+                engine=engine,
+                stores=stores,
+                host=host,
+                directory=directory,
+                runtime=runtime,
+            )
+            service.recovered_runs = recovered
+            stack.push_async_callback(service._drain)
+            yield service
+
+    async def cancel_all(self, *, reason: str = "host shutting down") -> None:
+        """Cancel every live run (each is recorded as cancelled); new events are refused from now on."""
+        self._closing = True
+        for run_id in list(self._feeds):
+            await self.host.orchestrator.cancel(run_id, reason=reason)
+
+    async def _drain(self) -> None:
+        await self.cancel_all()
+        if self._pumps:
+            await asyncio.gather(*self._pumps, return_exceptions=True)
+
+    # -- events and runs ---------------------------------------------------------------------------------------
+
+    def refresh_bindings(self) -> BindingSet:
+        """Pick up agents/bindings changed by another process (the CLI) since the last event."""
+        if self.directory.reload():
+            self.host.orchestrator.bindings = self.directory.binding_set()
+        bindings = self.host.orchestrator.bindings
+        assert bindings is not None
+        return bindings
+
+    def apply_bindings(self, bindings: BindingSet) -> None:
+        """Use a new binding set from the next event on."""
+        self.host.orchestrator.bindings = bindings
+
+    async def submit(self, event: AgentEventEnvelope, *, agent_id: str | None = None) -> RunFeed:
+        """Submit an event and return the feed of its run; with *agent_id* the event goes to that agent
+        directly instead of through the bindings.
+
+        Raises ``BindingNotFoundError``, ``DuplicateEventError`` (with the first run's id), ``RunnerNotFoundError``.
+        """
+        if self._closing:
+            raise HostError("the host is shutting down")
+        self.refresh_bindings()
+        try:
+            if agent_id is not None:
+                handle = await self.host.orchestrator.start(event, self.directory.direct_binding(agent_id))
+            else:
+                handle = await self.host.orchestrator.submit(event)
+        except DuplicateEventError as exc:
+            if exc.run_id is None:
+                exc.run_id = await self._run_for_event(event.event_id)
+            raise
+        feed = RunFeed(handle)
+        self._feeds[handle.run_id] = feed
+        task = asyncio.create_task(self._pump(feed), name=f"agentrunner-feed-{handle.run_id}")
+        self._pumps.add(task)
+        task.add_done_callback(self._pumps.discard)
+        return feed
+
+    async def _pump(self, feed: RunFeed) -> None:
+        try:
+            await feed.pump()
+        finally:
+            self._feeds.pop(feed.run_id, None)
+
+    async def _run_for_event(self, event_id: str) -> str | None:
+        stmt = select(RunRow.run_id).where(RunRow.event_id == event_id).order_by(RunRow.started_at).limit(1)
+        async with self.engine.connect() as conn:
+            return (await conn.execute(stmt)).scalar_one_or_none()
+
+    def feed(self, run_id: str) -> RunFeed | None:
+        """The live feed of a run started by this process."""
+        return self._feeds.get(run_id)
+
+    async def run(self, run_id: str) -> RunView:
+        """The status of a run; raises :class:`NotFoundError`."""
+        feed = self._feeds.get(run_id)
+        record = await self.stores.runs.get(run_id)
+        if record is None:
+            if feed is None:
+                raise NotFoundError(f"run {run_id!r} does not exist")
+            handle = feed.handle
+            return RunView(
+                run_id=run_id,
+                status="running",
+                runner_id=handle.snapshot.runner_id,
+                binding_id=handle.binding.binding_id,
+                event_id="",
+                results=feed.delivered,
+                live=True,
+            )
+        if feed is not None and record.status == "running":
+            count = feed.delivered
+        else:
+            stmt = select(func.count()).select_from(ResultRow).where(ResultRow.run_id == run_id)
+            async with self.engine.connect() as conn:
+                count = int((await conn.execute(stmt)).scalar_one())
+        conversation = record.conversation
+        return RunView(
+            run_id=run_id,
+            status=record.status,
+            code=record.code,
+            message=record.message,
+            runner_id=record.runner_id,
+            binding_id=record.binding_id,
+            event_id=record.event_id,
+            conversation_id=None if conversation is None else conversation.conversation_id,
+            thread_id=None if conversation is None else conversation.thread_id,
+            started_at=record.started_at,
+            ended_at=record.ended_at,
+            results=count,
+            live=feed is not None,
+            usage=dict(record.usage or {}),
+        )
+
+    async def stored_results(self, run_id: str, *, after: int, limit: int) -> list[ReplayItem]:
+        """Stored results after a cursor (a page)."""
+        records = await self.stores.runs.results_after(run_id, after_host_seq=after, limit=limit)
+        return [ReplayItem.of(r) for r in records]
+
+    async def follow(self, run_id: str, *, after: int = 0) -> AsyncIterator[ReplayItem]:
+        """Every result after *after*: replayed from the store, then live until the run ends.
+
+        A run live in this process is read from its feed; a run another process is executing is polled in
+        the store until it ends. Raises :class:`NotFoundError` for an unknown run.
+        """
+        feed = self._feeds.get(run_id)
+        if feed is None:
+            record = await self.stores.runs.get(run_id)
+            if record is None:
+                raise NotFoundError(f"run {run_id!r} does not exist")
+            while record is not None and record.status == "running" and run_id not in self._feeds:
+                await asyncio.sleep(_POLL_SECONDS)
+                record = await self.stores.runs.get(run_id)
+            feed = self._feeds.get(run_id)
+        if feed is not None:
+            async for item in feed.follow(after=after):
+                yield ReplayItem.of(item)
+            return
+        cursor = after
+        while True:
+            page = await self.stored_results(run_id, after=cursor, limit=500)
+            for item in page:
+                yield item
+                cursor = item.host_seq
+            if len(page) < 500:
+                return
+
+    async def cancel(self, run_id: str) -> bool:
+        """Cancel a live run; False when it is not live here. Raises :class:`NotFoundError` for an unknown run."""
+        if await self.host.orchestrator.cancel(run_id, reason="cancelled through the API"):
+            return True
+        if self._feeds.get(run_id) is None and await self.stores.runs.get(run_id) is None:
+            raise NotFoundError(f"run {run_id!r} does not exist")
+        return False
+
+    # -- runners and health ------------------------------------------------------------------------------------
+
+    async def runners(self) -> list[RunnerDescriptor]:
+        """Every available runner."""
+        return await self.host.registry.list()
+
+    async def runner_schema(self, runner_id: str) -> RunnerDescriptor | None:
+        """A runner's descriptor, or ``None`` when it is not available."""
+        try:
+            return await self.host.registry.get(runner_id)
+        except HostError:
+            return None
+
+    async def redacted(self, runner_id: str, runner_config: Mapping[str, Any]) -> dict[str, Any]:
+        """*runner_config* with the secret fields of the runner's form (and secret-looking keys) masked."""
+        descriptor = await self.runner_schema(runner_id)
+        return redact_config(runner_config, descriptor.manifest.config_schema if descriptor else None)
+
+    async def readiness(self) -> tuple[bool, str]:
+        """Whether the database answers and is migrated to head, and why not."""
+        try:
+            current = await asyncio.wait_for(current_revision(self.engine), timeout=5)
+        except Exception as exc:
+            return False, f"database unreachable: {type(exc).__name__}"
+        head = _head_revision()
+        if current != head:
+            return False, f"database at revision {current}, expected {head}"
+        return True, f"database at revision {current}"
+
+
+def installed_manifests() -> dict[str, AgentRunnerManifest]:
+    """The manifests of the installed ``agentrunner.runners`` entry points, by runner id (imports them)."""
+    return {
+        type(r).manifest.id: type(r).manifest for runners in _in_process_runners().values() for r in runners
+    }
+
+
+def installed_runner_ids() -> set[str]:
+    """Runner ids of the installed entry points."""
+    return set(installed_manifests())
+
+
+def default_runner_for(settings: Settings, available: set[str]) -> tuple[str | None, dict[str, Any]]:
+    """The runner (and config) of the zero-configuration binding, given the runner ids *available*:
+    ``[defaults] runner_id`` when set; local-agent on the first configured LLM when a model is configured and
+    local-agent is available; else the echo runner when available; else none."""
+    defaults = settings.config.defaults
+    if defaults.runner_id is not None:
+        return defaults.runner_id, dict(defaults.runner_config)
+    llms = [m.id for m in settings.config.models if m.model_type == "llm"]
+    if llms and LOCAL_AGENT_RUNNER_ID in available:
+        return LOCAL_AGENT_RUNNER_ID, {"model": llms[0], **defaults.runner_config}
+    if ECHO_RUNNER_ID in available:
+        return ECHO_RUNNER_ID, dict(defaults.runner_config)
+    return None, {}
+
+
+async def _default_runner(host: Host, settings: Settings) -> tuple[str | None, dict[str, Any]]:
+    available: set[str] = set()
+    for candidate in (LOCAL_AGENT_RUNNER_ID, ECHO_RUNNER_ID):
+        with contextlib.suppress(RunnerNotFoundError):
+            available.add((await host.registry.get(candidate)).runner_id)
+    runner_id, config = default_runner_for(settings, available)
+    if settings.config.models and runner_id == ECHO_RUNNER_ID:
+        log.warning(
+            "a model is configured but %s is not installed; the default stays echo", LOCAL_AGENT_RUNNER_ID
+        )
+    if runner_id is None and settings.config.defaults.binding:
+        log.warning("no default runner is installed; events without a binding are refused")
+    return runner_id, config
