@@ -138,13 +138,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--check", action="store_true", help="do not write; exit 1 when the files are stale or missing"
     )
     parser.add_argument(
-        "--out",
-        type=Path,
-        default=DEFAULT_SCHEMA_DIR,
-        help=f"schema directory (default: {DEFAULT_SCHEMA_DIR})",
+        "--out", type=Path, help=f"schema directory (default in a source checkout: {DEFAULT_SCHEMA_DIR})"
     )
     args = parser.parse_args(argv)
-    directory: Path = args.out
+    directory: Path | None = args.out
+    if directory is None:
+        # Installed from a wheel, the default would point into site-packages' parent: refuse to guess.
+        if not (DEFAULT_SCHEMA_DIR.parent / "pyproject.toml").is_file():
+            parser.error("not running from a source checkout of agentrunner-sdk; pass --out DIR")
+        directory = DEFAULT_SCHEMA_DIR
     if args.check:
         problems = check(directory)
         for problem in problems:
