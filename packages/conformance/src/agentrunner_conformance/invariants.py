@@ -248,6 +248,8 @@ def _deltas_match(record: RunRecord, manifest: AgentRunnerManifest) -> Iterator[
         if isinstance(parsed, MessageCompletedResult | RunCompletedResult):
             message = parsed.data.message
         if message is None:
+            if r.is_terminal:
+                pending = []  # deltas of a run that failed (or completed without a message) have no message
             continue
         if pending and "".join(pending) != message.text():
             yield _v(

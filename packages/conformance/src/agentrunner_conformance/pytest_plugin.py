@@ -7,7 +7,8 @@ SDK) only when a test asks for one of its fixtures or ``--agentrunner-runner`` i
 * ``--agentrunner-runner TARGET`` adds one test per requirement, checking TARGET (see the CLI for the forms);
 * the ``agentrunner_check`` fixture is :func:`~agentrunner_conformance.check_runner` with the command line's
   profile and seed applied; ``agentrunner_report`` checks the runner named by the ``agentrunner_runner``
-  marker (``@pytest.mark.agentrunner_runner(MyRunner)``) and returns the report;
+  marker (``@pytest.mark.agentrunner_runner("pkg.module:MyRunner")``; a class goes through ``.with_args``,
+  since pytest takes a lone class argument for the decorated object) and returns the report;
 * ``--agentrunner-expected-failures FILE`` turns listed failures into xfails and stale entries into failures.
 """
 
@@ -53,7 +54,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
-        "markers", "agentrunner_runner(target): the runner class the agentrunner_report fixture checks"
+        "markers",
+        "agentrunner_runner(target): the runner (module:Class, or a class via with_args) agentrunner_report checks",
     )
     config.stash[_REPORTS] = {}
 
@@ -98,7 +100,7 @@ def agentrunner_report(request: pytest.FixtureRequest) -> Report:
         target = request.config.getoption("agentrunner_runner")
     if target is None:
         pytest.fail(
-            "agentrunner_report needs @pytest.mark.agentrunner_runner(Runner) or --agentrunner-runner"
+            "agentrunner_report needs @pytest.mark.agentrunner_runner('module:Class') or --agentrunner-runner"
         )
     return _check(request.config, target)
 

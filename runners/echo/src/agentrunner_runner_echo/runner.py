@@ -15,6 +15,7 @@ from agentrunner import (
     AgentRunContext,
     AgentRunner,
     AgentRunnerCapabilities,
+    AgentRunnerContextPolicy,
     AgentRunnerManifest,
     AgentRunResult,
     APIError,
@@ -43,6 +44,12 @@ class EchoRunner(AgentRunner):
             zh_Hans="原样回显消息，并记录会话轮数。",
         ),
         capabilities=AgentRunnerCapabilities(streaming=True, interrupt=True),
+        context=AgentRunnerContextPolicy(
+            supports_history_pull=False,
+            supports_artifact_pull=False,
+            owns_compaction=False,
+            wants_static_context_refs=False,
+        ),
         config_schema=[
             DynamicFormItemSchema(
                 name="prefix",

@@ -1,0 +1,141 @@
+"""The CLI: one engine, report files, seeds, and exit codes with and without an expected-failures baseline."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from agentrunner_conformance.cli import cli
+
+GALLERY = str(Path(__file__).with_name("gallery.py"))
+
+
+def test_checking_the_echo_runner_passes_and_writes_both_reports(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Exit 0; the JSON and JUnit reports list every requirement; the seed is printed."""
+    json_path, xml_path = tmp_path / "report.json", tmp_path / "report.xml"
+    code = cli(
+        [
+            "check",
+            "agentrunner_runner_echo:EchoRunner",
+            "--profile",
+            "quick",
+            "--seed",
+            "7",
+            "--json",
+            str(json_path),
+            "--junit-xml",
+            str(xml_path),
+        ]
+    )
+    assert code == 0
+    captured = capsys.readouterr()
+    assert "seed 7" in captured.err
+    assert "lifecycle" in captured.err  # progress display
+    report = json.loads(json_path.read_text())
+    assert report["seed"] == 7
+    outcomes = {r["id"]: r["outcome"] for r in report["requirements"]}
+    assert outcomes["result.terminal.exactly-one"] == "PASS"
+    assert outcomes["capability.multimodal-input.no-crash"] == "SKIPPED"
+    suite = ET.fromstring(xml_path.read_text())
+    assert suite.get("failures") == "0"
+    assert len(suite.findall("testcase")) == len(outcomes)
+
+
+def test_a_failure_exits_1_and_prints_the_minimal_example(capsys: pytest.CaptureFixture[str]) -> None:
+    """A broken runner fails with its requirement id and example in the summary."""
+    code = cli(["check", f"{GALLERY}:NoTerminal", "--profile", "quick", "--seed", "1", "--quiet"])
+    assert code == 1
+    out = capsys.readouterr().out
+    assert "FAIL     result.terminal.exactly-one" in out
+    assert "| context:" in out
+
+
+def test_json_to_stdout_keeps_stdout_machine_readable(capsys: pytest.CaptureFixture[str]) -> None:
+    """--json - prints only JSON on stdout."""
+    code = cli(
+        ["check", f"{GALLERY}:EmptySuccess", "--profile", "quick", "--seed", "1", "--json", "-", "--quiet"]
+    )
+    assert code == 1
+    report = json.loads(capsys.readouterr().out)
+    assert [r["id"] for r in report["requirements"] if r["outcome"] == "FAIL"] == ["result.output.present"]
+
+
+@pytest.mark.parametrize(
+    ("listed", "expected_code"),
+    [
+        (["result.terminal.exactly-one"], 0),  # exactly the known failure
+        ([], 1),  # a new failure
+        (["result.terminal.exactly-one", "result.terminal.last"], 1),  # a stale entry that now passes
+    ],
+)
+def test_expected_failures_accept_known_failures_and_reject_new_and_stale_ones(
+    tmp_path: Path, listed: list[str], expected_code: int
+) -> None:
+    """Exit 0 only when the failures are exactly the listed ones."""
+    baseline = tmp_path / "expected.yaml"
+    baseline.write_text("expected_failures: [" + ", ".join(listed) + "]\n")
+    code = cli(
+        [
+            "check",
+            f"{GALLERY}:NoTerminal",
+            "--profile",
+            "quick",
+            "--seed",
+            "1",
+            "--quiet",
+            "--expected-failures",
+            str(baseline),
+        ]
+    )
+    assert code == expected_code
+
+
+def test_an_expected_failures_file_with_an_unknown_id_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Exit 2 and the unknown id named."""
+    baseline = tmp_path / "expected.yaml"
+    baseline.write_text("- result.nonsense\n")
+    code = cli(["check", f"{GALLERY}:NoTerminal", "--expected-failures", str(baseline)])
+    assert code == 2
+    assert "result.nonsense" in capsys.readouterr().err
+
+
+def test_a_target_that_is_not_a_runner_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    """Exit 2 for an unknown installed id and for a module attribute that is not a runner."""
+    assert cli(["check", "plugin:nobody/nothing/default"]) == 2
+    assert cli(["check", "json:dumps"]) == 2
+    assert "not" in capsys.readouterr().err
+
+
+def test_only_restricts_the_report_to_the_named_requirements(capsys: pytest.CaptureFixture[str]) -> None:
+    """--only checks and reports just those ids."""
+    code = cli(
+        [
+            "check",
+            "agentrunner_runner_echo:EchoRunner",
+            "--only",
+            "result.terminal.exactly-one",
+            "--profile",
+            "quick",
+            "--json",
+            "-",
+            "--quiet",
+        ]
+    )
+    assert code == 0
+    report = json.loads(capsys.readouterr().out)
+    assert [r["id"] for r in report["requirements"]] == ["result.terminal.exactly-one"]
+
+
+def test_the_requirements_command_lists_every_requirement(capsys: pytest.CaptureFixture[str]) -> None:
+    """One entry per requirement, with level and section."""
+    from agentrunner_conformance import REQUIREMENTS
+
+    assert cli(["requirements"]) == 0
+    out = capsys.readouterr().out
+    assert all(requirement_id in out for requirement_id in REQUIREMENTS)
