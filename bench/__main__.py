@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from . import SUITES
+from . import SUITES, SuiteRef
 from ._framework import Mode, environment, render_table, run_suites, write_progress
 
 
@@ -22,6 +22,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="NAME",
         choices=[suite.name for suite in SUITES],
         help="run only this suite (repeatable); one of: " + ", ".join(suite.name for suite in SUITES),
+    )
+    parser.add_argument(
+        "--module",
+        action="append",
+        metavar="DOTTED",
+        help="run the suite of this module, registered or not (repeatable); without --only, only these run",
     )
     parser.add_argument("--repeats", type=int, metavar="N", help="override the number of repeats")
     parser.add_argument("--markdown", type=Path, metavar="FILE", help="also write the report to FILE")
@@ -41,6 +47,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.suite_timeout is not None:
         mode = dataclasses.replace(mode, suite_timeout=args.suite_timeout)
     selected = [suite for suite in SUITES if args.only is None or suite.name in args.only]
+    if args.module:
+        if args.only is None:
+            selected = []
+        selected += [
+            SuiteRef(module.rsplit(".", 1)[-1], module, f"module {module}") for module in args.module
+        ]
 
     rows, errors = run_suites(selected, mode, quick=args.quick, progress=write_progress)
     report = render_table(rows, environment(), mode, quick=args.quick)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +17,7 @@ EXPECTED_ROWS = [
 ]
 
 
-def _bench(*args: str) -> subprocess.CompletedProcess[str]:
+def _bench(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "bench", *args],
         cwd=ROOT,
@@ -24,6 +25,7 @@ def _bench(*args: str) -> subprocess.CompletedProcess[str]:
         text=True,
         timeout=90,
         check=False,
+        env=None if env is None else {**os.environ, **env},
     )
 
 
@@ -55,3 +57,38 @@ def test_an_unknown_suite_name_is_a_usage_error() -> None:
     done = _bench("--quick", "--only", "no-such-suite")
     assert done.returncode == 2
     assert "invalid choice" in done.stderr
+
+
+def test_verdicts_async_operations_cleanups_and_a_broken_suite(tmp_path: Path) -> None:
+    """Goals decide the verdict, async operations run on the suite's loop, cleanups run newest first even when
+    a suite breaks, and a broken suite makes the exit status 1 without hiding the other suite's rows."""
+    marker = tmp_path / "marker.txt"
+    done = _bench(
+        "--quick",
+        "--repeats",
+        "2",
+        "--module",
+        "tests.sdk.bench_fake_suite",
+        "--module",
+        "tests.sdk.bench_broken_suite",
+        env={"BENCH_FAKE_MARKER": str(marker)},
+    )
+    assert done.returncode == 1
+    rows = {
+        line.split("|")[2].strip(): line for line in done.stdout.splitlines() if line.startswith("| bench_")
+    }
+    assert set(rows) == {"fake: generous value goal", "fake: impossible ratio goal", "fake: async operation"}
+    assert rows["fake: generous value goal"].endswith("| meets |")
+    assert rows["fake: impossible ratio goal"].endswith("| misses |")
+    assert rows["fake: async operation"].endswith("| - | - |")
+    assert "µs/step" in rows["fake: async operation"]
+    assert "- *fake: impossible ratio goal*: a call that does nothing" in done.stdout
+    assert "suite 'bench_broken_suite' failed" in done.stderr
+    assert "boom from the broken suite" in done.stderr
+    assert "never awaited" not in done.stderr
+    assert "Task was destroyed" not in done.stderr
+    assert marker.read_text(encoding="utf-8").splitlines() == [
+        "async cleanup",
+        "sync cleanup",
+        "broken suite cleanup",
+    ]
