@@ -44,6 +44,13 @@ def granted_chain(wanted: Sequence[str], resources: AgentResources) -> list[Mode
     return chain
 
 
+def _tools_for(model: ModelResource, tools: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+    """*tools*, unless the model lists its capabilities without ``tool_calling`` (providers refuse those)."""
+    if tools and model.capabilities and "tool_calling" not in model.capabilities:
+        return None
+    return tools
+
+
 @dataclass(slots=True)
 class RoundOutput:
     """What one model call produced."""
@@ -144,7 +151,9 @@ class ModelChain:
             model = self.current
             try:
                 async with deadline.scope():
-                    response: ModelResponse = await api.models.invoke(model.model_id, messages, tools=tools)
+                    response: ModelResponse = await api.models.invoke(
+                        model.model_id, messages, tools=_tools_for(model, tools)
+                    )
             except APIError as exc:
                 self._failed(model, exc)
                 continue
@@ -187,7 +196,7 @@ class ModelChain:
             think = ThinkFilter() if self.remove_think else None
             shown = False
             usage: ModelUsage | None = None
-            chunks = aiter(api.models.stream(model.model_id, messages, tools=tools))
+            chunks = aiter(api.models.stream(model.model_id, messages, tools=_tools_for(model, tools)))
             try:
                 while True:
                     try:
