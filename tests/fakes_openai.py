@@ -7,6 +7,8 @@ Start it with ``async with FakeOpenAIServer() as server`` and point a model's ``
 * ``server.reply(tool_calls=[FakeToolCall("search", {"q": "x"})])`` — tool calls (streamed in fragments);
 * ``server.error(429, "slow down", headers={"retry-after": "2"})`` — an error answer;
 * ``server.reply("late", delay=2.0)`` — answer after a delay (for timeouts); ``chunk_delay`` slows a stream;
+* ``server.reply("cut off here", truncate_after=1)`` — a stream that ends early; ``ignore_stream=True`` answers a
+  streaming request with plain JSON;
 * ``server.rerank_scores = {...}`` or ``server.queue_rerank([...])`` — rerank answers.
 
 With nothing queued, a chat request is answered ``echo: <last user text>``. Every request is recorded in
@@ -70,6 +72,10 @@ class FakeReply:
     """Seconds between streamed chunks."""
     raw: Any = None
     """A raw JSON body sent as is (overrides everything else but ``status``)."""
+    truncate_after: int | None = None
+    """Streams only: end the response cleanly after this many text chunks, with no finish reason or ``[DONE]``."""
+    ignore_stream: bool = False
+    """Answer a streaming request with a plain JSON completion (as some compatible servers do)."""
 
 
 @dataclass(frozen=True)
@@ -215,7 +221,7 @@ class FakeOpenAIServer:
             "completion_tokens": len((answer.content or "").split()),
             "total_tokens": 3 + len((answer.content or "").split()),
         }
-        if body.get("stream"):
+        if body.get("stream") and not answer.ignore_stream:
             include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
             return StreamingResponse(
                 self._stream(answer, calls, finish, usage if include_usage else None),
@@ -264,6 +270,8 @@ class FakeOpenAIServer:
         yield delta({"role": "assistant", "content": ""})
         words = (answer.content or "").split(" ") if answer.content else []
         for i, word in enumerate(words):
+            if answer.truncate_after is not None and i >= answer.truncate_after:
+                return
             await self._sleep(answer.chunk_delay)
             yield delta({"content": word if i == 0 else " " + word})
         for index, (call, cid) in enumerate(calls):

@@ -445,3 +445,27 @@ async def test_malformed_tool_call_arguments_are_a_retryable_runtime_error(
     with pytest.raises(RuntimeAPIError) as caught:
         await models.invoke(models.resources()[0], _params(), access=ACCESS)
     assert caught.value.retryable
+
+
+async def test_a_stream_cut_off_before_its_end_is_a_retryable_error(
+    server: FakeOpenAIServer, models: OpenAICompatibleModels
+) -> None:
+    """A stream that ends with neither a finish reason nor ``[DONE]`` is not passed off as a complete answer."""
+    server.reply("one two three", truncate_after=2)
+    seen: list[ModelStreamChunk] = []
+    with pytest.raises(RuntimeAPIError, match="before the answer was complete") as caught:
+        await _collect(models.stream(models.resources()[0], _params(), access=ACCESS), seen)
+    assert caught.value.retryable
+    assert [c.delta for c in seen] == ["one", " two"]
+
+
+async def test_a_server_ignoring_stream_is_answered_as_one_chunk(
+    server: FakeOpenAIServer, models: OpenAICompatibleModels
+) -> None:
+    """A plain JSON answer to a streaming request becomes one complete chunk, tool calls included."""
+    server.reply("whole", tool_calls=[FakeToolCall("clock", {}, id="c1")], ignore_stream=True)
+    chunks: list[ModelStreamChunk] = []
+    await _collect(models.stream(models.resources()[0], _params(), access=ACCESS), chunks)
+    assert len(chunks) == 1
+    assert chunks[0].delta == "whole" and chunks[0].finish_reason == "tool_calls"
+    assert chunks[0].tool_calls == [ModelToolCall(id="c1", name="clock", arguments={})]

@@ -185,23 +185,7 @@ class OpenAICompatibleModels:
         config = self._config(model.model_id, "llm")
         body = await self._chat_body(config, params, access=access, stream=False)
         data = await self._post_json(config, "/chat/completions", body)
-        choices = _items(data.get("choices"))
-        choice = _obj(choices[0]) if choices else {}
-        if not choice:
-            raise RuntimeAPIError(f"model {config.id!r} returned no choices", retryable=True)
-        message = _obj(choice.get("message"))
-        tool_calls = [_tool_call(config, raw) for raw in _items(message.get("tool_calls"))]
-        content = message.get("content")
-        return ModelResponse(
-            model_id=config.id,
-            message=ChatMessage(
-                role="assistant",
-                content=content if isinstance(content, str) else None,
-                tool_calls=tool_calls,
-            ),
-            finish_reason=choice.get("finish_reason"),
-            usage=_usage(data.get("usage")) or ModelUsage(),
-        )
+        return _to_response(config, data)
 
     async def stream(
         self, model: ModelResource, params: ModelInvokeParams, *, access: RunAccess
@@ -225,6 +209,7 @@ class OpenAICompatibleModels:
         pending: dict[int, _PendingToolCall] = {}
         finish_reason: str | None = None
         usage: ModelUsage | None = None
+        done = False
         try:
             async with self._client.sse(
                 self._url(config, "/chat/completions"),
@@ -237,8 +222,21 @@ class OpenAICompatibleModels:
                 if response.status_code >= 400:
                     await response.aread()
                     raise _status_error(config, response, self._key(config))
+                if not _is_event_stream(response):
+                    # some compatible servers ignore "stream": take their whole answer as the one chunk
+                    await response.aread()
+                    whole = _to_response(config, _decode(config, response))
+                    content = whole.message.content
+                    yield ModelStreamChunk(
+                        delta=content if isinstance(content, str) and content else None,
+                        tool_calls=whole.message.tool_calls,
+                        finish_reason=whole.finish_reason or "stop",
+                        usage=whole.usage,
+                    )
+                    return
                 async for event in source:
                     if event.data.strip() == "[DONE]":
+                        done = True
                         break
                     try:
                         chunk = _obj(json.loads(event.data))
@@ -261,6 +259,11 @@ class OpenAICompatibleModels:
             raise RuntimeAPIError(f"model {config.id!r} timed out", retryable=True) from None
         except httpx2.HTTPError as exc:
             raise _transport_error(config, exc) from None
+        if not done and finish_reason is None:
+            # neither [DONE] nor a finish reason: the answer was cut off, not finished
+            raise RuntimeAPIError(
+                f"model {config.id!r} ended its stream before the answer was complete", retryable=True
+            )
         calls = [
             _tool_call(
                 config,
@@ -345,15 +348,7 @@ class OpenAICompatibleModels:
             raise _transport_error(config, exc) from None
         if response.status_code >= 400:
             raise _status_error(config, response, self._key(config))
-        try:
-            data = _obj(json.loads(response.content))
-        except ValueError:
-            raise RuntimeAPIError(
-                f"model {config.id!r} answered with malformed JSON", retryable=True
-            ) from None
-        if not data:
-            raise RuntimeAPIError(f"model {config.id!r} answered with unexpected JSON", retryable=True)
-        return data
+        return _decode(config, response)
 
     async def _chat_body(
         self, config: ModelConfig, params: ModelInvokeParams, *, access: RunAccess, stream: bool
@@ -432,6 +427,39 @@ class OpenAICompatibleModels:
 
 
 # -- helpers -------------------------------------------------------------------------------------------------
+
+
+def _to_response(config: ModelConfig, data: dict[str, Any]) -> ModelResponse:
+    choices = _items(data.get("choices"))
+    choice = _obj(choices[0]) if choices else {}
+    if not choice:
+        raise RuntimeAPIError(f"model {config.id!r} returned no choices", retryable=True)
+    message = _obj(choice.get("message"))
+    tool_calls = [_tool_call(config, raw) for raw in _items(message.get("tool_calls"))]
+    content = message.get("content")
+    finish_reason = choice.get("finish_reason")
+    return ModelResponse(
+        model_id=config.id,
+        message=ChatMessage(
+            role="assistant", content=content if isinstance(content, str) else None, tool_calls=tool_calls
+        ),
+        finish_reason=finish_reason if isinstance(finish_reason, str) else None,
+        usage=_usage(data.get("usage")) or ModelUsage(),
+    )
+
+
+def _decode(config: ModelConfig, response: httpx2.Response) -> dict[str, Any]:
+    try:
+        data = _obj(json.loads(response.content))
+    except ValueError:
+        raise RuntimeAPIError(f"model {config.id!r} answered with malformed JSON", retryable=True) from None
+    if not data:
+        raise RuntimeAPIError(f"model {config.id!r} answered with unexpected JSON", retryable=True)
+    return data
+
+
+def _is_event_stream(response: httpx2.Response) -> bool:
+    return response.headers.get("content-type", "").partition(";")[0].strip().lower() == "text/event-stream"
 
 
 def _obj(value: object) -> dict[str, Any]:
