@@ -49,6 +49,10 @@ class Database:
         self._lock = asyncio.Lock()
         self._writer: AsyncConnection | None = None
         self._read_lock = asyncio.Lock()
+        # PostgreSQL reads run in autocommit: no BEGIN / ROLLBACK round trips around a single SELECT
+        self._read_engine = (
+            engine if self.is_sqlite else engine.execution_options(isolation_level="AUTOCOMMIT")
+        )
         self._reader: AsyncConnection | None = None
         self._closed = False
 
@@ -110,7 +114,7 @@ class Database:
                 # autocommit and every statement sees the latest commit; ending it would cost a round trip
                 yield conn
             return
-        async with self.engine.connect() as conn:
+        async with self._read_engine.connect() as conn:
             if self.is_sqlite:
                 await conn.execution_options(**{SQLITE_BEGIN_OPTION: None})
             yield conn
