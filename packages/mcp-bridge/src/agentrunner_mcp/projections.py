@@ -13,9 +13,11 @@ import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Any, Literal
 
 from agentrunner import _json
+
+from .env import PROXY_TOKEN_ENV, PROXY_URL_ENV
 
 __all__ = [
     "PROXY_TOKEN_ENV",
@@ -32,10 +34,6 @@ __all__ = [
     "write_private_file",
 ]
 
-PROXY_URL_ENV: Final = "AGENTRUNNER_MCP_URL"
-"""Environment variable the stdio proxy reads the bridge endpoint from."""
-PROXY_TOKEN_ENV: Final = "AGENTRUNNER_MCP_TOKEN"
-"""Environment variable the stdio proxy (and Codex over HTTP) reads the run's bearer token from."""
 
 HarnessTransport = Literal["http", "stdio"]
 _SERVER_NAME = re.compile(r"^[A-Za-z0-9_-]{1,32}$")

@@ -20,7 +20,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared._stream_protocols import ReadStream, WriteStream
 from mcp.shared.message import SessionMessage
 
-from .projections import PROXY_TOKEN_ENV, PROXY_URL_ENV
+from .env import PROXY_TOKEN_ENV, PROXY_URL_ENV
 
 __all__ = ["ProxySettings", "main", "run_proxy"]
 

@@ -16,7 +16,7 @@ import ipaddress
 import logging
 import secrets
 import socket
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any, Final, Self
 
@@ -35,7 +35,7 @@ from mcp.server.transport_security import TransportSecurityMiddleware, Transport
 from mcp.shared.exceptions import MCPError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.types import Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .errors import BridgeClosedError, BridgeNotStartedError, NonLoopbackBindError
 from .mcp_tools import api_error_result, mcp_tool, tool_result
@@ -96,59 +96,37 @@ class RunRegistration:
     tool_names: tuple[str, ...]
     """Names of the tools this run offers, in list order."""
 
-    def __init__(self, server: BridgeServer, run: _Run, token: str) -> None:
-        self._server = server
-        self._run = run
-        self.run_id = run.ctx.run_id
+    def __init__(
+        self,
+        *,
+        run_id: str,
+        token: str,
+        url: str,
+        tool_names: tuple[str, ...],
+        revoke: Callable[[], None],
+        is_live: Callable[[], bool],
+    ) -> None:
+        self.run_id = run_id
         self.token = token
-        self.url = server.url
-        self.tool_names = tuple(run.tools)
+        self.url = url
+        self.tool_names = tool_names
+        self._revoke = revoke
+        self._is_live = is_live
 
     @property
     def closed(self) -> bool:
         """The token is revoked."""
-        return not self._server.is_open(self._run)
+        return not self._is_live()
 
     def close(self) -> None:
         """Revoke the token: from now on its requests answer 401 and its tools are gone. Idempotent."""
-        self._server.forget(self._run)
+        self._revoke()
 
     def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
-
-
-class _AuthGate:
-    """ASGI front of the MCP endpoint: rebinding check, then bearer authentication, then the MCP transport."""
-
-    def __init__(self, bridge: BridgeServer) -> None:
-        self._bridge = bridge
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "lifespan":
-            await self._bridge.lifespan(scope, receive, send)
-            return
-        if scope["type"] != "http":  # pragma: no cover - uvicorn only sends http and lifespan here
-            return
-        bridge = self._bridge
-        if scope["path"] != bridge.path:
-            await Response("Not Found", status_code=404)(scope, receive, send)
-            return
-        request = Request(scope, receive)
-        # Host and Origin first: a page that rebinds a name to 127.0.0.1 learns nothing, not even whether a
-        # token it guessed is valid.
-        refusal = await bridge.security.validate_request(request, is_post=False)
-        if refusal is not None:
-            await refusal(scope, receive, send)
-            return
-        run = bridge.authenticate(request.headers.get("authorization"))
-        if run is None:
-            await _unauthorized(scope, receive, send)
-            return
-        scope["user"] = run.user
-        await bridge.session_manager.handle_request(scope, receive, send)
 
 
 async def _unauthorized(scope: Scope, receive: Receive, send: Send) -> None:
@@ -186,6 +164,8 @@ class BridgeServer:
     """Host/Origin checks against DNS rebinding."""
     session_manager: StreamableHTTPSessionManager
     """mcp's streamable-HTTP session manager."""
+    app: ASGIApp
+    """The ASGI application (to embed the bridge in another server instead of calling :meth:`start`)."""
 
     def __init__(
         self,
@@ -230,8 +210,7 @@ class BridgeServer:
             security_settings=self.security.settings,
             session_idle_timeout=session_idle_timeout,
         )
-        self.app = _AuthGate(self)
-        """The ASGI application (for embedding in another server instead of :meth:`start`)."""
+        self.app = self._asgi
         self._uvicorn: uvicorn.Server | None = None
         self._serving: asyncio.Task[None] | None = None
         self._bound_port: int | None = None
@@ -275,6 +254,7 @@ class BridgeServer:
             log_level="warning",
             access_log=False,
             lifespan="on",
+            interface="asgi3",
             timeout_graceful_shutdown=2,
         )
         server = _QuietServer(config)
@@ -293,7 +273,7 @@ class BridgeServer:
     async def stop(self) -> None:
         """Revoke every run, end every open MCP session and stop serving."""
         for run in list(self._runs.values()):
-            self.forget(run)
+            self._revoke(run)
         self._anonymous = None
         # uvicorn waits for open connections before the lifespan ends the sessions, so an idle GET stream
         # would hold shutdown for the whole grace period; end the sessions first.
@@ -319,8 +299,31 @@ class BridgeServer:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.stop()
 
-    async def lifespan(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """ASGI lifespan: runs mcp's session manager for as long as the server lives."""
+    async def _asgi(self, scope: Scope, receive: Receive, send: Send) -> None:
+        # The ASGI front of the endpoint: Host/Origin first, then the bearer token, then mcp's transport.
+        if scope["type"] == "lifespan":
+            await self._lifespan(scope, receive, send)
+            return
+        if scope["type"] != "http":  # pragma: no cover - uvicorn only sends http and lifespan here
+            return
+        if scope["path"] != self.path:
+            await Response("Not Found", status_code=404)(scope, receive, send)
+            return
+        request = Request(scope, receive)
+        # A page that rebinds a name to 127.0.0.1 learns nothing, not even whether a token it guessed is valid.
+        refusal = await self.security.validate_request(request, is_post=False)
+        if refusal is not None:
+            await refusal(scope, receive, send)
+            return
+        run = self._authenticate(request.headers.get("authorization"))
+        if run is None:
+            await _unauthorized(scope, receive, send)
+            return
+        scope["user"] = run.user
+        await self.session_manager.handle_request(scope, receive, send)
+
+    async def _lifespan(self, scope: Scope, receive: Receive, send: Send) -> None:
+        # Runs mcp's session manager for as long as the server lives.
         message = await receive()
         assert message["type"] == "lifespan.startup"
         async with self.session_manager.run():
@@ -332,6 +335,19 @@ class BridgeServer:
 
     def open_run(self, ctx: AgentRunContext, api: AgentRunAPI) -> RunRegistration:
         """Register a run and mint its bearer token. Cheap (no I/O); close the registration when the run ends."""
+        return self._register(ctx, api, anonymous=False)
+
+    def open_anonymous_fixture_run(self, ctx: AgentRunContext, api: AgentRunAPI) -> RunRegistration:
+        """TEST FIXTURE ONLY: bind *ctx* to requests that carry **no** token (for the MCP conformance suite).
+
+        The suite's client sends no ``Authorization`` header, so this one run answers token-less requests. It
+        is refused on a non-loopback server; never use it for a real run.
+        """
+        if not _is_loopback(self.host):
+            raise NonLoopbackBindError("an anonymous fixture run is only allowed on a loopback server")
+        return self._register(ctx, api, anonymous=True)
+
+    def _register(self, ctx: AgentRunContext, api: AgentRunAPI, *, anonymous: bool) -> RunRegistration:
         if api.run_id != ctx.run_id:
             raise ValueError(f"the API is bound to run {api.run_id!r}, not {ctx.run_id!r}")
         token = secrets.token_urlsafe(32)
@@ -344,26 +360,19 @@ class BridgeServer:
         )
         self._runs[run.token_key] = run
         self._by_key[run.key] = run
-        return RunRegistration(self, run, token)
+        if anonymous:
+            self._anonymous = run
+        return RunRegistration(
+            run_id=ctx.run_id,
+            token=token,
+            url=self.url,
+            tool_names=tuple(run.tools),
+            revoke=lambda: self._revoke(run),
+            is_live=lambda: self._by_key.get(run.key) is run,
+        )
 
-    def open_anonymous_fixture_run(self, ctx: AgentRunContext, api: AgentRunAPI) -> RunRegistration:
-        """TEST FIXTURE ONLY: bind *ctx* to requests that carry **no** token (for the MCP conformance suite).
-
-        The suite's client sends no ``Authorization`` header, so this one run answers token-less requests. It
-        is refused on a non-loopback server; never use it for a real run.
-        """
-        if not _is_loopback(self.host):
-            raise NonLoopbackBindError("an anonymous fixture run is only allowed on a loopback server")
-        registration = self.open_run(ctx, api)
-        self._anonymous = registration._run  # pyright: ignore[reportPrivateUsage]
-        return registration
-
-    def is_open(self, run: _Run) -> bool:
-        """Whether *run* is still registered."""
-        return self._by_key.get(run.key) is run
-
-    def forget(self, run: _Run) -> None:
-        """Revoke *run*'s token (used by :meth:`RunRegistration.close`) and end its open MCP sessions."""
+    def _revoke(self, run: _Run) -> None:
+        # Forget the token, then end the run's open MCP sessions.
         if self._by_key.pop(run.key, None) is None:
             return
         self._runs.pop(run.token_key, None)
@@ -385,8 +394,8 @@ class BridgeServer:
         """How many runs are registered."""
         return len(self._runs)
 
-    def authenticate(self, authorization: str | None) -> _Run | None:
-        """The live run an ``Authorization`` header value names, if any."""
+    def _authenticate(self, authorization: str | None) -> _Run | None:
+        # The live run an Authorization header value names, if any.
         if authorization is None:
             return self._anonymous
         scheme, _, token = authorization.partition(" ")
