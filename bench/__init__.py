@@ -12,8 +12,13 @@ __all__ = ["SUITES", "Goal", "Measure", "SuiteContext", "SuiteRef"]
 
 SUITES: list[SuiteRef] = [
     SuiteRef("sdk", "bench.sdk_models", "Protocol models: a 5 KB context and a 52-result stream vs orjson"),
-    SuiteRef("host", "bench.host_runs", "Whole runs through the orchestrator, in memory and persisted to SQLite"),
-    SuiteRef("stores", "bench.stores", "Stores: persisted run vs one transaction; history.page at 10k-1M rows"),
+    SuiteRef(
+        "host", "bench.host_runs", "Whole runs through the orchestrator, in memory and persisted to SQLite"
+    ),
+    SuiteRef(
+        "stores", "bench.stores", "Stores: persisted run vs one transaction; history.page at 10k-1M rows"
+    ),
     SuiteRef("mcp", "bench.mcp_bridge", "MCP bridge: a tool call vs raw mcp over HTTP, and per-run set-up"),
+    SuiteRef("conformance", "bench.conformance_check", "Conformance kit: a fuzzed echo run vs a bare one"),
 ]
 """Every suite, in the order they run and appear in the table."""

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
 import pytest
-from agentrunner import AgentRunner
+from agentrunner import AgentRunAPI, AgentRunContext, AgentRunner, AgentRunResult
 from agentrunner_conformance import Outcome, check_runner
 from agentrunner_runner_echo import EchoRunner
 
@@ -39,3 +41,26 @@ def test_the_echo_runner_passes_every_requirement_that_applies_to_it() -> None:
     assert report.results["capability.streaming.deltas-match-message"].outcome is Outcome.PASS
     assert report.results["cancel.stops-within-grace"].outcome is Outcome.PASS
     assert report.results["capability.multimodal-input.no-crash"].outcome is Outcome.SKIPPED
+
+
+class _NeedsACredential(AgentRunner):
+    """Cannot even be built without an environment variable: the environment, not the runner, is at fault."""
+
+    manifest = EchoRunner.manifest
+
+    def __init__(self) -> None:
+        raise RuntimeError("API_KEY is not set")
+
+    async def run(self, ctx: AgentRunContext, api: AgentRunAPI) -> AsyncIterator[AgentRunResult]:
+        yield self.emitter(ctx).complete("unreachable")
+
+
+def test_a_runner_that_cannot_be_built_is_blocked_not_failed() -> None:
+    """Every run-based requirement is BLOCKED with the reason; the static manifest check still passes."""
+    report = check_runner(_NeedsACredential, profile=FAST, seed=1)
+    assert report.failed_ids == set()
+    blocked = report.by_outcome(Outcome.BLOCKED)
+    assert blocked
+    assert all("API_KEY is not set" in r.message for r in blocked)
+    assert report.results["manifest.protocol-version"].outcome is Outcome.PASS
+    assert not report.ok

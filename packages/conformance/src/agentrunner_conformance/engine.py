@@ -485,12 +485,13 @@ def check_runner(
             )
         elif requirement_id in failures:
             report.results[requirement_id] = failures[requirement_id]
+        elif requirement_id in judged:
+            # Another probe may have been blocked, but one that ran judged this requirement in full.
+            report.results[requirement_id] = RequirementResult(requirement=req, outcome=Outcome.PASS)
         elif requirement_id in blocked:
             report.results[requirement_id] = RequirementResult(
                 requirement=req, outcome=Outcome.BLOCKED, message=blocked[requirement_id]
             )
-        elif requirement_id in judged:
-            report.results[requirement_id] = RequirementResult(requirement=req, outcome=Outcome.PASS)
         else:
             report.results[requirement_id] = RequirementResult(
                 requirement=req, outcome=Outcome.BLOCKED, message="no probe that checks it could run"
