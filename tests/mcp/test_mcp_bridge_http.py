@@ -398,3 +398,29 @@ async def test_the_stateless_era_refuses_a_wrong_token(server: BridgeServer) -> 
             ) as client:
                 await client.list_tools()
     assert info.group_contains(MCPError, depth=None)
+
+
+async def test_a_transport_fault_is_a_generic_tool_error_without_details(
+    server: BridgeServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A non-protocol exception in the back-call path is logged and reaches the harness as ``runtime_error``."""
+
+    def explode(request: BackCallRequest) -> dict[str, object]:
+        raise OSError("socket to host at 10.0.0.7 reset")
+
+    ctx = make_context("run-fault", history=True)
+    with server.open_run(ctx, make_api(ctx, FakeTransport({"history.page": explode}))) as reg:
+        async with session(server.url, reg.token) as client:
+            result = await client.call_tool("history_page", {})
+    assert result.is_error is True
+    assert _text(result.content[0]) == "runtime_error: history_page failed inside the bridge"
+    assert "10.0.0.7" not in _text(result.content[0])
+    assert any("run-fault" in record.getMessage() for record in caplog.records)
+
+
+async def test_a_fixed_port_server_knows_its_url_before_starting() -> None:
+    """Embedding hosts that pick the port can register runs (and print configs) before serving."""
+    ctx = make_context("run-embed")
+    fixed = BridgeServer(port=47123)
+    with fixed.open_run(ctx, make_api(ctx, FakeTransport())) as reg:
+        assert reg.url == "http://127.0.0.1:47123/mcp"

@@ -24,7 +24,7 @@ import mcp_types as types
 import uvicorn
 from agentrunner.api import AgentRunAPI
 from agentrunner.context import AgentRunContext
-from agentrunner.errors import APIError
+from agentrunner.errors import APIError, RuntimeAPIError
 from agentrunner.external_tools import ExposedTool, invoke_exposed_tool, run_tool_surface
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
@@ -220,10 +220,11 @@ class BridgeServer:
 
     @property
     def port(self) -> int:
-        """The port it listens on (known once started)."""
-        if self._bound_port is None:
-            raise BridgeNotStartedError("the bridge server is not started")
-        return self._bound_port
+        """The port it listens on: the bound one once started, else the one asked for (if not 0)."""
+        port = self._bound_port if self._bound_port is not None else self._port
+        if port == 0:
+            raise BridgeNotStartedError("the bridge server is not started and was given no fixed port")
+        return port
 
     @property
     def url(self) -> str:
@@ -436,4 +437,9 @@ class BridgeServer:
             result = await invoke_exposed_tool(tool, run.ctx, run.api, params.arguments)
         except APIError as exc:
             return api_error_result(exc)
+        except Exception:
+            # A fault of the transport or of this bridge, not a refusal: log it here, and tell the harness only
+            # that the call failed (details may hold host internals).
+            _logger.exception("tool %s of run %s failed", params.name, run.ctx.run_id)
+            return api_error_result(RuntimeAPIError(f"{params.name} failed inside the bridge"))
         return tool_result(tool, result)
