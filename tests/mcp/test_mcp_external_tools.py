@@ -151,3 +151,18 @@ async def test_host_refusals_propagate_as_typed_errors() -> None:
     tool = next(t for t in run_tool_surface(ctx) if t.name == "history_search")
     with pytest.raises(NotFoundError):
         await invoke_exposed_tool(tool, ctx, make_api(ctx, transport), {"query": "x"})
+
+
+def test_surface_names_are_unique_and_safe_for_every_harness() -> None:
+    """Every surface tool has a distinct name within the exposed-name limits, and a description."""
+    names = [t.name for t in EXTERNAL_TOOLS]
+    assert len(set(names)) == len(names)
+    assert all(len(n) <= MAX_EXPOSED_NAME_LENGTH and n.replace("_", "").isalnum() for n in names)
+    assert all(t.description for t in EXTERNAL_TOOLS)
+
+
+def test_a_host_tool_that_shares_a_safe_name_with_another_is_listed_once() -> None:
+    """Two grants that project to the same exposed name do not produce duplicate MCP tools."""
+    ctx = make_context("run-x", tools=[WEATHER, {**WEATHER, "description": "again"}])
+    names = [t.name for t in run_tool_surface(ctx)]
+    assert names == ["current_event", "call_tool", "weather"]
