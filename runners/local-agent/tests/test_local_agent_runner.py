@@ -11,6 +11,7 @@ from agentrunner import (
     AgentRunAPI,
     MessageCompletedResult,
     MessageDeltaResult,
+    RateLimitedError,
     RunCompletedResult,
     RunFailedResult,
     RuntimeAPIError,
@@ -88,6 +89,7 @@ async def test_history_is_pulled_backward_from_the_latest_cursor_within_the_turn
         "summary_used": False,
         "compacted": False,
         "budget_tokens": 6000,
+        "error": None,
     }
 
 
@@ -773,3 +775,87 @@ async def test_run_completed_reports_usage_and_monitoring_metadata() -> None:
     assert latency >= 0
     sequences = [r.sequence for r in results]
     assert sequences == list(range(1, len(results) + 1))
+
+
+# -- degraded paths ----------------------------------------------------------------------------------------------
+
+
+async def test_tools_are_not_sent_to_a_model_that_lists_no_tool_calling() -> None:
+    """A model whose capabilities omit tool_calling gets no tools (providers refuse them) and simply answers."""
+    host = FakeHost()
+    host.script("m1", "plain answer")
+    ctx = make_ctx("x", models=[model("m1", capabilities=["streaming"])], tools=[_WEATHER])
+    results = await drive(host, ctx)
+    [sent] = host.model_calls()
+    assert "tools" not in sent
+    assert _text(results) == "plain answer"
+
+
+async def test_a_failed_summary_still_answers_with_the_recent_turns_that_fit() -> None:
+    """When every model fails the compaction call, no checkpoint is written and the answer still comes."""
+    host = FakeHost()
+    for n in range(4):
+        host.history(
+            item(2 * n, "user", f"question {n} " + "x" * 200), item(2 * n + 1, "assistant", f"answer {n}")
+        )
+    host.script("m1", FakeReply(error=RuntimeAPIError("summary failed")))
+    host.script("m2", FakeReply(error=RuntimeAPIError("summary failed too")), "the answer")
+    ctx = make_ctx(
+        "now",
+        models=[model("m1"), model("m2")],
+        latest_cursor=host.latest_cursor,
+        config={"model": {"primary": "m1", "fallbacks": ["m2"]}, "history-token-budget": 200},
+    )
+    results = await drive(host, ctx)
+    assert SUMMARY_KEY not in host.state
+    assert _text(results) == "the answer"
+    answer = host.model_calls()[-1]["messages"]
+    assert answer[-2:] == [{"role": "assistant", "content": "answer 3"}, {"role": "user", "content": "now"}]
+
+
+async def test_a_failing_history_page_is_survived_and_reported() -> None:
+    """A history.page error other than unauthorized or the deadline leaves the turn without history, not failed."""
+    host = FakeHost()
+    host.history(item(0, "user", "old"))
+    host.errors["history.page"] = RateLimitedError("slow down")
+    host.script("m1", "ok")
+    results = await drive(host, make_ctx("now", models=[model("m1")], latest_cursor=host.latest_cursor))
+    history = _completed(results).metadata["history"]
+    assert isinstance(history, dict)
+    assert history["error"] == "rate_limited"
+    assert host.model_calls()[0]["messages"][1:] == [{"role": "user", "content": "now"}]
+
+
+async def test_a_model_granted_only_for_invoke_answers_a_streaming_surface_in_one_piece() -> None:
+    """Without the stream operation the runner invokes the model and sends its answer as a single delta."""
+    host = FakeHost()
+    host.script("m1", "whole answer")
+    ctx = make_ctx("x", models=[{"model_id": "m1", "operations": ["invoke"]}], streaming=True)
+    results = await drive(host, ctx)
+    assert host.actions() == ["models.invoke"]
+    assert [d.data.chunk.content for d in only(results, MessageDeltaResult)] == ["whole answer"]
+    assert _text(results) == "whole answer"
+
+
+async def test_a_non_message_event_is_described_as_an_event_not_as_user_text() -> None:
+    """An event without input (e.g. a schedule) reaches the model labelled with its type and data."""
+    host = FakeHost()
+    host.script("m1", "Good morning!")
+    ctx = make_ctx(None, models=[model("m1")], event_type="schedule.triggered")
+    results = await drive(host, ctx)
+    assert host.model_calls()[0]["messages"][-1]["content"] == "[event schedule.triggered] {}"
+    assert _text(results) == "Good morning!"
+
+
+async def test_a_tool_whose_detail_fails_is_still_offered_with_an_open_schema() -> None:
+    """tools.get_detail failing is not fatal: the tool is offered with an empty object schema."""
+    host = FakeHost()
+    host.errors["tools.get_detail"] = RuntimeAPIError("no detail")
+    host.script("m1", "ok")
+    await drive(host, make_ctx("x", models=[model("m1")], tools=[{"tool_name": "lookup"}]))
+    [tool] = host.model_calls()[0]["tools"]
+    assert tool["function"] == {
+        "name": "lookup",
+        "description": "lookup",
+        "parameters": {"type": "object", "properties": {}},
+    }

@@ -21,6 +21,7 @@ from agentrunner import (
     DeadlineExceededError,
     TextContent,
     TranscriptItem,
+    UnauthorizedError,
 )
 from agentrunner.api import AgentRunAPI
 from pydantic import JsonValue
@@ -109,6 +110,8 @@ class HistoryWindow:
     """A summary checkpoint was sent."""
     compacted: bool = False
     """A new checkpoint was written this turn."""
+    error: str | None = None
+    """Code of a ``history.page`` failure that cut the walk short (the turn goes on with what was read)."""
 
 
 def render_item(item: TranscriptItem) -> ChatMessage | None:
@@ -203,14 +206,21 @@ async def load_history(
     newest_first: list[tuple[TranscriptItem, ChatMessage]] = []
     cursor, user_turns, done = access.latest_cursor, 0, False
     while not done and window.pages < MAX_PAGES:
-        async with deadline.scope():
-            page = await api.history.page(
-                conversation_id=access.conversation_id,
-                thread_id=access.thread_id,
-                before_cursor=cursor,
-                limit=PAGE_SIZE,
-                direction="backward",
-            )
+        try:
+            async with deadline.scope():
+                page = await api.history.page(
+                    conversation_id=access.conversation_id,
+                    thread_id=access.thread_id,
+                    before_cursor=cursor,
+                    limit=PAGE_SIZE,
+                    direction="backward",
+                )
+        except (UnauthorizedError, DeadlineExceededError):
+            raise
+        except APIError as exc:
+            # Answering without (some) history beats not answering; the metadata says what happened.
+            window.error = exc.code
+            break
         window.pages += 1
         for item in reversed(page.items):
             if checkpoint is not None and item.item_id == checkpoint.item_id:

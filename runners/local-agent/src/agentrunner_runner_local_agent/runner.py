@@ -334,6 +334,7 @@ class _Turn:
                 "summary_used": self.history.summary_used,
                 "compacted": self.history.compacted,
                 "budget_tokens": self.history_budget,
+                "error": self.history.error,
             },
             "input": {
                 "images": self.user.images,
