@@ -333,3 +333,11 @@ async def test_a_rerank_model_reorders_the_candidates(index: KnowledgeIndex, tmp
     assert [h.score for h in reranked.hits] == [0.99, 0.5]
     assert server.requests[0].body["documents"] == [t for _, t in plain]
     assert fallback == plain  # a failing reranker keeps the full-text order
+
+
+async def test_a_missing_path_is_skipped_not_fatal(index: KnowledgeIndex, tmp_path: Path) -> None:
+    """A configured path that does not exist is logged and skipped; the other paths are still ingested."""
+    config = _kb(tmp_path)
+    config = config.model_copy(update={"paths": [tmp_path / "missing", *config.paths]})
+    knowledge = EmbeddedKnowledge(index, [config])
+    assert await knowledge.sync() == {"kb-docs": 4}

@@ -3,6 +3,7 @@ registered through a monkeypatched ``agentrunner.tools`` entry-point lookup."""
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from collections.abc import AsyncIterator
 from importlib.metadata import EntryPoint
@@ -293,3 +294,9 @@ async def test_python_tool_names_must_not_look_like_mcp_names() -> None:
 
     with pytest.raises(ValueError, match="__"):
         HostTools(python_tools=[PythonTool.from_callable("srv__x", word_count)])
+
+
+async def test_one_session_serves_concurrent_calls(stdio_tools: HostTools) -> None:
+    """Concurrent calls share the server's single session and each gets its own answer."""
+    results = await asyncio.gather(*(_call(stdio_tools, "tiny__add", a=i, b=1) for i in range(8)))
+    assert [r.content for r in results] == [{"result": i + 1} for i in range(8)]

@@ -492,6 +492,9 @@ def _check_filters(filters: Mapping[str, JsonValue] | None) -> dict[str, JsonVal
 
 def _iter_files(root: Path) -> list[tuple[str, Path]]:
     """``(document id, path)`` of the ingestible files under *root*, in a stable order."""
+    if not root.exists():
+        log.warning("knowledge path %s does not exist; skipping it", root)
+        return []
     if root.is_file():
         return [(root.name, root)] if root.suffix.lower() in SUPPORTED_SUFFIXES else []
     files: list[tuple[str, Path]] = []
@@ -559,9 +562,6 @@ class EmbeddedKnowledge:
             seen: set[str] = set()
             total = 0
             for root in kb.paths:
-                if not root.exists():
-                    log.warning("knowledge base %s: %s does not exist", kb.id, root)
-                    continue
                 for document_id, path in await asyncio.to_thread(_iter_files, root):
                     seen.add(document_id)
                     content = await asyncio.to_thread(path.read_text, encoding="utf-8", errors="replace")
