@@ -32,7 +32,7 @@ class _Echo(AgentRunner):
 async def test_a_well_defined_runner_yields_results_with_the_run_id() -> None:
     """A subclass with a manifest model and a ``run`` generator works, and ``emitter`` fills the run id."""
     ctx = AgentRunContext.model_validate(payloads.context())
-    results = [r async for r in _Echo().run(ctx, AgentRunAPI(_NoTransport(), run_id=ctx.run_id))]
+    results = [r async for r in _Echo().run(ctx, AgentRunAPI(FakeSilentTransport(), run_id=ctx.run_id))]
     assert len(results) == 1
     assert isinstance(results[0], RunCompletedResult)
     assert results[0].run_id == ctx.run_id
@@ -126,7 +126,9 @@ def test_a_subclass_inherits_its_parents_manifest() -> None:
     assert Child.manifest is _Echo.manifest
 
 
-class _NoTransport:
+class FakeSilentTransport:
+    """A transport for runners that make no back-calls: any call fails the test."""
+
     async def call(self, request: Any, *, timeout: float | None) -> dict[str, Any]:
         raise AssertionError("this runner makes no back-calls")
 
