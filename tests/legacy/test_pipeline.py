@@ -25,7 +25,8 @@ from agentrunner import (
 from agentrunner import _json as json
 from agentrunner_host import Host
 from agentrunner_host.catalog import ResourceCatalog
-from agentrunner_host.db import create_engine, default_sqlite_url
+from agentrunner_host.db import create_engine, default_sqlite_url, upgrade
+from agentrunner_host.errors import DuplicateEventError
 from agentrunner_host.legacy import (
     ExtensionPreferences,
     OutputSettings,
@@ -40,8 +41,9 @@ from agentrunner_host.legacy.pipeline import MCP_NAME_SEPARATOR, is_json_safe
 from agentrunner_host.providers_knowledge import EmbeddedKnowledge, KnowledgeBaseConfig, KnowledgeIndex
 from agentrunner_host.providers_models import ModelConfig, OpenAICompatibleModels
 from agentrunner_host.providers_tools import NAME_SEPARATOR, HostTools, PythonTool
+from agentrunner_host.stores import HostStores
 from fakes_openai import FakeOpenAIServer
-from host.fakes import scripted
+from host.fakes import echo_script, scripted
 from providers.python_tools_sample import word_count
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -419,3 +421,26 @@ async def test_a_migrated_legacy_pipeline_runs_end_to_end_with_real_providers(tm
     sent = server.requests[-1].body["messages"]
     assert sent[0] == {"role": "system", "content": "Our refund policy lasts thirty days."}
     assert sent[1] == {"role": "user", "content": "Hello world"}
+
+
+async def test_a_redelivered_platform_message_is_one_event_not_a_crash(tmp_path: Path) -> None:
+    """The same platform message delivered twice maps to one event id; the host refuses the repeat as a
+    duplicate instead of failing the run (the reference crashed on its unique index)."""
+    engine = create_engine(default_sqlite_url(tmp_path))
+    await upgrade(engine)
+    stores = await HostStores.open(engine, data_dir=tmp_path)
+    runner = scripted(echo_script, plugin="langbot/local-agent")
+    first = pipeline_entry(CONFIG, _message(message_id=789))
+    again = pipeline_entry(CONFIG, _message(message_id=789))
+    host = Host.create(plugins={"langbot/local-agent": [runner]}, stores=stores, bindings=[first.binding])
+    try:
+        handle = await host.orchestrator.submit(first.event)
+        results = [i async for i in handle.results()]
+        with pytest.raises(DuplicateEventError):
+            await host.orchestrator.submit(again.event)
+    finally:
+        await host.aclose()
+        await stores.aclose()
+        await engine.dispose()
+    assert again.event.event_id == first.event.event_id
+    assert results[-1].result.type == "run.completed"
