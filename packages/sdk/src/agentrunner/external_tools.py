@@ -249,7 +249,7 @@ EXTERNAL_TOOLS: Final[tuple[ExternalTool, ...]] = (
     ),
     external_tool(
         "state_get",
-        "Read a host-owned state key (scopes: conversation, actor, subject, runner).",
+        "Read a host-owned state key of one of the run's scopes.",
         StateGetParams,
         "state.get",
         lambda ctx: ctx.context.available_apis.state,
