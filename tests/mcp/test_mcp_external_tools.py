@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 from agentrunner.actions import ACTIONS, HistoryPageParams, StateSetParams
 from agentrunner.errors import InvalidArgumentError, NotFoundError
@@ -166,3 +169,12 @@ def test_a_host_tool_that_shares_a_safe_name_with_another_is_listed_once() -> No
     ctx = make_context("run-x", tools=[WEATHER, {**WEATHER, "description": "again"}])
     names = [t.name for t in run_tool_surface(ctx)]
     assert names == ["current_event", "call_tool", "weather"]
+
+
+def test_the_sdk_surface_never_imports_mcp() -> None:
+    """Importing ``agentrunner.external_tools`` in a fresh interpreter loads no ``mcp`` module."""
+    code = "import sys, agentrunner.external_tools; print(sorted(m for m in sys.modules if m.split('.')[0] == 'mcp'))"
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.strip() == "[]"
