@@ -341,3 +341,19 @@ async def test_a_missing_path_is_skipped_not_fatal(index: KnowledgeIndex, tmp_pa
     config = config.model_copy(update={"paths": [tmp_path / "missing", *config.paths]})
     knowledge = EmbeddedKnowledge(index, [config])
     assert await knowledge.sync() == {"kb-docs": 4}
+
+
+async def test_a_document_id_seen_twice_is_ingested_once(
+    index: KnowledgeIndex, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Two configured paths yielding the same document id do not overwrite each other: the first wins."""
+    first, second = tmp_path / "a", tmp_path / "b"
+    first.mkdir()
+    second.mkdir()
+    (first / "same.md").write_text("apples are red", encoding="utf-8")
+    (second / "same.md").write_text("bananas are yellow", encoding="utf-8")
+    knowledge = EmbeddedKnowledge(index, [KnowledgeBaseConfig(id="kb-docs", paths=[first, second])])
+    assert await knowledge.sync() == {"kb-docs": 1}
+    assert await _retrieve(knowledge, "apples") == [("same.md", "apples are red")]
+    assert await _retrieve(knowledge, "bananas") == []
+    assert "repeats document same.md" in caplog.text

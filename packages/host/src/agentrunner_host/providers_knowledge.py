@@ -563,6 +563,11 @@ class EmbeddedKnowledge:
             total = 0
             for root in kb.paths:
                 for document_id, path in await asyncio.to_thread(_iter_files, root):
+                    if document_id in seen:
+                        log.warning(
+                            "knowledge base %s: %s repeats document %s; skipping it", kb.id, path, document_id
+                        )
+                        continue
                     seen.add(document_id)
                     content = await asyncio.to_thread(path.read_text, encoding="utf-8", errors="replace")
                     markdown = path.suffix.lower() in (".md", ".markdown")
