@@ -20,7 +20,7 @@ import base64
 import binascii
 import hashlib
 import hmac
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, Final
 
 from agentrunner import (
@@ -38,7 +38,6 @@ from agentrunner import (
     StorageEntry,
     StorageListPage,
     StorageValue,
-    TranscriptItem,
     UnauthorizedError,
     _json,
 )
@@ -69,9 +68,9 @@ from .stores import (
     InvalidValueError,
     StateVersionConflict,
     StoredEvent,
-    StoredTranscriptItem,
     ValueTooLargeError,
 )
+from .stores.records import item_row
 from .stores.state import owner_text
 from .stores.transcript import MAX_SEARCH_TOP_K
 
@@ -100,19 +99,18 @@ _MAC_BYTES: Final = 16
 _SEARCH_FILTERS: Final = frozenset({"conversation_id", "thread_id", "roles", "event_types"})
 
 
-def _b64(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
-
-
-def _unb64(text: str) -> bytes:
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+_INT_KIND: Final = b"\x01"
+_STR_KIND: Final = b"\x02"
 
 
 class CursorCodec:
-    """Opaque cursors: a JSON payload ``[1, api, binding, position]`` plus a 128-bit keyed BLAKE2b MAC.
+    """Opaque cursors: ``base64url(kind byte + position + mac)``.
 
-    The payload is not secret (it is a position), but it cannot be forged or moved: the MAC covers the API
-    name and the binding (conversation and thread, or owner and prefix), and ``decode`` checks both.
+    The position is a 64-bit integer (kind ``0x01``) or a UTF-8 key (kind ``0x02``). The MAC is a 128-bit
+    keyed BLAKE2b over the issuing API, its binding (conversation and thread, or owner and prefix) and the
+    payload. The binding is not in the token: ``decode`` recomputes the MAC for the API and binding of the
+    request, so a cursor moved to another API, conversation, thread or scope, or altered in any way, does
+    not verify. The position is not secret, but it cannot be forged.
     """
 
     def __init__(self, key: bytes) -> None:
@@ -121,39 +119,58 @@ class CursorCodec:
         # BLAKE2b takes keys of up to 64 bytes; a longer secret is condensed first
         self._key = key if len(key) <= 64 else hashlib.blake2b(key).digest()
 
-    def _mac(self, payload: bytes) -> bytes:
-        # keyed BLAKE2b is a MAC by design (no HMAC construction needed) and one C call: cursors are made
-        # for every item of every page
-        return hashlib.blake2b(payload, key=self._key, digest_size=_MAC_BYTES).digest()
+    def _context(self, api: str, binding: tuple[str, ...]) -> Any:
+        # keyed BLAKE2b is a MAC by design (no HMAC construction) and a C call; the context part of the
+        # input is hashed once and copied for every cursor of a page
+        return hashlib.blake2b(_json.dumps([api, list(binding)]), key=self._key, digest_size=_MAC_BYTES)
+
+    def encoder(self, api: str, binding: tuple[str, ...]) -> Callable[[int | str], str]:
+        """A function making cursors of *api* within *binding* (cheap per call: pages make one per item)."""
+        context = self._context(api, binding)
+
+        def encode(position: int | str) -> str:
+            if isinstance(position, int):
+                payload = _INT_KIND + position.to_bytes(8, "big", signed=True)
+            else:
+                payload = _STR_KIND + position.encode()
+            mac = context.copy()
+            mac.update(payload)
+            return base64.urlsafe_b64encode(payload + mac.digest()).rstrip(b"=").decode()
+
+        return encode
 
     def encode(self, api: str, binding: tuple[str, ...], position: int | str) -> str:
         """A cursor for *position* on *api* within *binding*."""
-        payload = _json.dumps([1, api, list(binding), position])
-        return f"{_b64(payload)}.{_b64(self._mac(payload))}"
+        return self.encoder(api, binding)(position)
 
-    def decode(self, token: str, api: str, binding: tuple[str, ...]) -> Any:
+    def decode(self, token: str, api: str, binding: tuple[str, ...]) -> int | str:
         """The position of *token*; raises ``InvalidArgumentError`` when it was not issued by *api* within
         *binding* by this host, or was altered."""
         invalid = InvalidArgumentError(
             "invalid cursor: it was not issued for this API, conversation or scope"
         )
-        if len(token) > MAX_CURSOR_CHARS or token.count(".") != 1:
+        if not 0 < len(token) <= MAX_CURSOR_CHARS:
             raise invalid
-        body, mac = token.split(".")
         try:
-            payload = _unb64(body)
-            signature = _unb64(mac)
+            raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
         except (binascii.Error, ValueError):
             raise invalid from None
-        if not hmac.compare_digest(signature, self._mac(payload)):
+        payload, mac = raw[:-_MAC_BYTES], raw[-_MAC_BYTES:]
+        if not payload:
             raise invalid
-        try:
-            version, token_api, token_binding, position = _json.loads(payload)
-        except (ValueError, TypeError):
-            raise invalid from None
-        if version != 1 or token_api != api or token_binding != list(binding):
+        expected = self._context(api, binding)
+        expected.update(payload)
+        if not hmac.compare_digest(mac, expected.digest()):
             raise invalid
-        return position
+        kind, body = payload[:1], payload[1:]
+        if kind == _INT_KIND and len(body) == 8:
+            return int.from_bytes(body, "big", signed=True)
+        if kind == _STR_KIND:
+            try:
+                return body.decode()
+            except UnicodeDecodeError:
+                raise invalid from None
+        raise invalid
 
 
 def _limit(requested: int) -> int:
@@ -218,23 +235,47 @@ class PullAPI:
             raise InvalidArgumentError("invalid cursor")
         return position
 
-    def _transcript_item(self, item: StoredTranscriptItem, *, include_artifacts: bool) -> TranscriptItem:
-        return TranscriptItem.model_validate(
+    @staticmethod
+    def _item_dict(item: Mapping[Any, Any], cursor: str, *, include_artifacts: bool) -> dict[str, Any]:
+        # from a stored row (or a stored item's fields) straight to the wire shape; the page validates all
+        # items in one pydantic call
+        return {
+            "item_id": item["item_id"],
+            "cursor": cursor,
+            "conversation_id": item["conversation_id"],
+            "thread_id": item["thread_id"] or None,
+            "role": item["role"],
+            "item_type": item["item_type"],
+            "event_id": item["event_id"],
+            "event_type": item["event_type"],
+            "run_id": item["run_id"],
+            "content": item["content"],
+            "contents": item["contents"],
+            "artifacts": item["artifacts"] if include_artifacts else [],
+            "created_at": item["created_at"],
+            "metadata": item["metadata"],
+        }
+
+    def _page(
+        self,
+        conversation: ConversationKey,
+        rows: Sequence[Mapping[Any, Any]],
+        *,
+        include_artifacts: bool,
+        next_index: int | None = None,
+        prev_index: int | None = None,
+    ) -> HistoryPage:
+        encode = self.cursors.encoder("history", _line(conversation))
+        cursors = [encode(2 * row["seq"]) for row in rows]
+        return HistoryPage.model_validate(
             {
-                "item_id": item.item_id,
-                "cursor": self.history_cursor(item.conversation, 2 * item.seq),
-                "conversation_id": item.conversation.conversation_id,
-                "thread_id": item.conversation.thread_id,
-                "role": item.role,
-                "item_type": item.item_type,
-                "event_id": item.event_id,
-                "event_type": item.event_type,
-                "run_id": item.run_id,
-                "content": item.content,
-                "contents": item.contents,
-                "artifacts": item.artifacts if include_artifacts else [],
-                "created_at": item.created_at,
-                "metadata": item.metadata,
+                "items": [
+                    self._item_dict(row, cursor, include_artifacts=include_artifacts)
+                    for row, cursor in zip(rows, cursors, strict=True)
+                ],
+                "next_cursor": None if next_index is None else cursors[next_index],
+                "prev_cursor": None if prev_index is None else cursors[prev_index],
+                "has_more": next_index is not None,
             }
         )
 
@@ -260,24 +301,24 @@ class PullAPI:
             before_seq = (self._history_position(params.before_cursor, conversation) + 1) // 2
         if params.after_cursor is not None:
             after_seq = self._history_position(params.after_cursor, conversation) // 2
-        items, has_more = await self._stores.transcript.page(
+        rows, has_more = await self._stores.transcript.page_rows(
             conversation=conversation,
             before_seq=before_seq,
             after_seq=after_seq,
             limit=_limit(params.limit),
             direction=params.direction,
         )
-        page = [self._transcript_item(i, include_artifacts=params.include_artifacts) for i in items]
-        if not items:
-            return HistoryPage(items=[], has_more=False)
-        oldest = self.history_cursor(conversation, 2 * items[0].seq)
-        newest = self.history_cursor(conversation, 2 * items[-1].seq)
-        if params.direction == "backward":
-            return HistoryPage(
-                items=page, next_cursor=oldest if has_more else None, prev_cursor=newest, has_more=has_more
-            )
-        return HistoryPage(
-            items=page, next_cursor=newest if has_more else None, prev_cursor=oldest, has_more=has_more
+        if not rows:
+            return HistoryPage()
+        # next continues in the paging direction (oldest item going backward, newest going forward)
+        oldest, newest = 0, len(rows) - 1
+        forward = params.direction == "forward"
+        return self._page(
+            conversation,
+            rows,
+            include_artifacts=params.include_artifacts,
+            next_index=(newest if forward else oldest) if has_more else None,
+            prev_index=oldest if forward else newest,
         )
 
     async def history_search(self, access: RunAccess, params: HistorySearchParams) -> HistoryPage:
@@ -302,7 +343,8 @@ class PullAPI:
             event_types=event_types,
             top_k=min(params.top_k, MAX_SEARCH_TOP_K),
         )
-        return HistoryPage(items=[self._transcript_item(i, include_artifacts=False) for i in hits])
+        rows = [item_row(hit, seq=hit.seq, now=hit.created_at) for hit in hits]
+        return self._page(conversation, rows, include_artifacts=False)
 
     # -- events -------------------------------------------------------------------------------------------
 

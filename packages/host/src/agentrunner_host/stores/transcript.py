@@ -12,7 +12,7 @@ import re
 from collections.abc import Sequence
 from typing import Any, Final, Literal
 
-from sqlalchemy import Select, bindparam, select, text
+from sqlalchemy import RowMapping, Select, bindparam, select, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from agentrunner_host.access import ConversationKey
@@ -104,6 +104,26 @@ class Transcript:
         """Up to *limit* items strictly between *after_seq* and *before_seq*, oldest first, and whether more
         exist in *direction*: ``backward`` takes the newest of the range (walking to older items),
         ``forward`` the oldest (walking to newer ones)."""
+        rows, has_more = await self.page_rows(
+            conversation=conversation,
+            before_seq=before_seq,
+            after_seq=after_seq,
+            limit=limit,
+            direction=direction,
+        )
+        return [item_from_row(row) for row in rows], has_more
+
+    async def page_rows(
+        self,
+        *,
+        conversation: ConversationKey,
+        before_seq: int | None = None,
+        after_seq: int | None = None,
+        limit: int,
+        direction: Literal["backward", "forward"] = "backward",
+    ) -> tuple[list[RowMapping], bool]:
+        """:meth:`page` as ``transcript_items`` rows (JSON columns decoded, main line as thread ``""``): the
+        pull API's fast path, which turns rows straight into wire items."""
         stmt = _PAGE_BACKWARD if direction == "backward" else _PAGE_FORWARD
         params = {
             "c": conversation.conversation_id,
@@ -113,12 +133,12 @@ class Transcript:
             "n": max(0, limit) + 1,
         }
         async with self._db.read() as conn:
-            rows = (await conn.execute(stmt, params)).mappings().all()
+            rows = list((await conn.execute(stmt, params)).mappings().all())
         has_more = len(rows) > limit
-        items = [item_from_row(row) for row in rows[:limit]]
+        del rows[limit:]
         if direction == "backward":
-            items.reverse()
-        return items, has_more
+            rows.reverse()
+        return rows, has_more
 
     async def latest_seq(self, *, conversation: ConversationKey) -> int | None:
         """The newest ``seq`` of the conversation's thread, or ``None`` when it is empty."""
