@@ -86,8 +86,8 @@ class Settings:
     """The file read, if any."""
     data_dir: Path
     """Absolute data directory."""
-    database_url: str
-    """Database URL."""
+    database_url: str = field(repr=False)
+    """Database URL (may carry credentials when it comes from the environment)."""
     http_host: str
     """Bind address."""
     http_port: int

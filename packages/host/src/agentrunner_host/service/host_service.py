@@ -100,9 +100,8 @@ class ReplayItem:
     def of(cls, item: DeliveredResult | ResultRecord) -> ReplayItem:
         """From a live or a stored result."""
         if isinstance(item, DeliveredResult):
-            return cls(
-                item.host_seq, item.result.type, item.result.model_dump(mode="json", exclude_none=True)
-            )
+            # The encoding the orchestrator stores, so a live result and its replay are the same JSON.
+            return cls(item.host_seq, item.result.type, item.result.model_dump(mode="json"))
         return cls(item.host_seq, item.type, item.payload)
 
 

@@ -1,0 +1,43 @@
+"""Start-up recovery: runs a crash left ``running`` are closed as ``host_restarted`` and replayable."""
+
+from __future__ import annotations
+
+from agentrunner_host.db import create_engine, upgrade
+from agentrunner_host.service import HostService
+from agentrunner_host.stores import HOST_RESTARTED, HostStores, RunStart
+
+from .conftest import SettingsFactory, client_for
+
+
+async def test_runs_left_running_by_a_crash_are_closed_at_start(make_settings: SettingsFactory) -> None:
+    """A ``running`` row from a previous process ends ``failed``/``host_restarted`` with a terminal result."""
+    settings = make_settings()
+    settings.data_dir.mkdir(parents=True)
+    engine = create_engine(settings.database_url)
+    try:
+        await upgrade(engine)
+        stores = await HostStores.open(engine, data_dir=settings.data_dir)
+        await stores.runs.start(
+            RunStart(
+                run_id="run_crashed",
+                runner_id="plugin:agentrunner/echo/default",
+                plugin_id="agentrunner/echo",
+                binding_id="default",
+                event_id="evt_crashed",
+                conversation=None,
+                snapshot={},
+                snapshot_hash="h",
+                deadline_at=None,
+                started_at=1,
+            )
+        )
+        await stores.aclose()
+    finally:
+        await engine.dispose()
+
+    async with HostService.open(settings) as service, client_for(service) as client:
+        assert service.recovered_runs == ["run_crashed"]
+        run = (await client.get("/v1/runs/run_crashed")).json()
+        results = (await client.get("/v1/runs/run_crashed/results")).json()
+    assert run["status"] == "failed" and run["code"] == HOST_RESTARTED and run["live"] is False
+    assert [r["type"] for r in results["results"]] == ["run.failed"] and results["done"] is True

@@ -1,0 +1,104 @@
+"""End to end: ``agentrunner serve`` as a real process, over real HTTP, across a restart."""
+
+from __future__ import annotations
+
+import io
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Generator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+import pytest
+from agentrunner import _json as json
+from agentrunner_host.cli import EXIT_OK, cli
+from httpx_sse import connect_sse
+
+pytestmark = pytest.mark.slow
+
+_START_TIMEOUT = 30.0
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextmanager
+def serving(data_dir: Path, log: Path) -> Generator[str]:
+    """Start ``python -m agentrunner_host.cli serve`` and yield its base URL; stop it with SIGTERM and check it
+    exits 0 (no orphan is left even when the test fails)."""
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTRUNNER_")}
+    with log.open("ab") as log_file:
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "agentrunner_host.cli",
+                "serve",
+                "--port",
+                str(port),
+                "--data-dir",
+                str(data_dir),
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + _START_TIMEOUT
+        while True:
+            assert process.poll() is None, f"serve exited early:\n{log.read_text()}"
+            try:
+                if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, f"serve did not become ready:\n{log.read_text()}"
+            time.sleep(0.1)
+        yield base
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=20) == 0, log.read_text()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=10)
+
+
+def test_serve_streams_results_keeps_the_transcript_and_survives_a_restart(tmp_path: Path) -> None:
+    """Send an event over HTTP, read its SSE stream and transcript; restart; the transcript is still there."""
+    data_dir = tmp_path / "data"
+    log = tmp_path / "serve.log"
+    with serving(data_dir, log) as base, httpx.Client(base_url=base, timeout=10) as client:
+        body = {"text": "hello over the wire", "conversation_id": "e2e", "event_id": "evt-e2e-1"}
+        with connect_sse(client, "POST", "/v1/events", json=body) as source:
+            events = [e for e in source.iter_sse()]
+        assert [int(e.id) for e in events] == list(range(1, len(events) + 1))
+        assert events[-1].event == "run.completed"
+        run_id = json.loads(events[-1].data)["run_id"]
+        transcript = client.get("/v1/conversations/e2e/transcript").json()
+        assert [(i["role"], i["content"]) for i in transcript["items"]] == [
+            ("user", "hello over the wire"),
+            ("assistant", "hello over the wire"),
+        ]
+        out = io.StringIO()
+        assert cli(["runs", "show", run_id, "--url", base], out=out) == EXIT_OK
+        assert json.loads(out.getvalue())["status"] == "completed"
+
+    with serving(data_dir, log) as base, httpx.Client(base_url=base, timeout=10) as client:
+        again = client.get("/v1/conversations/e2e/transcript").json()
+        assert again["items"] == transcript["items"]
+        duplicate = client.post("/v1/events", json=body)
+        assert duplicate.status_code == 409 and duplicate.json()["error"]["run_id"] == run_id
+        replay = client.get(f"/v1/runs/{run_id}/results").json()
+        assert [r["type"] for r in replay["results"]] == [e.event for e in events]
+    assert "Traceback" not in log.read_text()
