@@ -1,0 +1,398 @@
+"""``SubprocessRunnerConnection``: one plugin's runners in a warm child process, supervised.
+
+The child starts on first use and stays up for every binding of the plugin. It runs in its own session (a new
+process group), with an allowlisted environment and its own working directory; its stderr is logged line by line
+with secrets masked. When it dies, its live runs end ``runtime.crashed`` at once and the next use starts a new
+child, no sooner than an exponential backoff after the crash. ``aclose`` closes its stdin, waits a grace period,
+then kills the whole process group, so nothing it spawned outlives it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from collections import deque
+from collections.abc import AsyncGenerator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agentrunner import AgentRunRequest, InvalidRunnerIdError, RunnerId
+from agentrunner.wire import DEFAULT_RESULT_WINDOW, MAX_FRAME_BYTES, StreamFrameChannel
+
+from agentrunner_host.errors import RunnerTransportError
+from agentrunner_host.transport import BackCallHandler, RawResult
+
+from .discovery import PluginSpec
+from .environment import DEFAULT_ENV_ALLOWLIST, Redactor, build_child_env
+from .session import CLOSED, START_FAILED, WireSession
+
+__all__ = ["RuntimeOptions", "SubprocessRunnerConnection", "default_command"]
+
+_log = logging.getLogger("agentrunner_host.runtime")
+_stderr_log = logging.getLogger("agentrunner_host.runtime.stderr")
+
+
+def default_command() -> list[str]:
+    """The host's own interpreter running the plugin runtime: ``sys.executable -m agentrunner.wire.plugin``."""
+    return [sys.executable, "-m", "agentrunner.wire.plugin"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class RuntimeOptions:
+    """How plugin processes are started and supervised. Give a plugin its own with
+    :class:`~agentrunner_host.runtime.RuntimeManager` ``overrides``."""
+
+    command: Sequence[str] = field(default_factory=default_command)
+    """Program that runs the plugin runtime; the plugin's arguments are appended. Point it at a plugin's own
+    virtualenv (``/plugins/x/.venv/bin/python -m agentrunner.wire.plugin``) to isolate its dependencies."""
+    env_allowlist: frozenset[str] = DEFAULT_ENV_ALLOWLIST
+    """Host variables every child inherits (when set)."""
+    granted_env: Sequence[str] = ()
+    """More host variables this plugin may see (e.g. ``OPENAI_API_KEY``)."""
+    env: Mapping[str, str] = field(default_factory=dict[str, str])
+    """Explicit variables set in the child."""
+    work_dir: Path | None = None
+    """The child's working directory; default: a private temporary directory, removed by ``aclose``."""
+    start_timeout: float = 30.0
+    """Seconds for the child to start and answer the handshake."""
+    close_grace: float = 3.0
+    """Seconds a closing child gets to exit after its stdin closes, before its process group is killed."""
+    max_frame_bytes: int = MAX_FRAME_BYTES
+    """Largest frame either side sends; a larger one from the child is a protocol error."""
+    result_window: int = DEFAULT_RESULT_WINDOW
+    """Results buffered per run before the child must wait for the host to consume (backpressure)."""
+    restart_backoff: float = 0.1
+    """Delay before the first restart after a crash; doubles with each crash in a row."""
+    restart_backoff_max: float = 10.0
+    """Longest delay between restarts."""
+    stable_after: float = 30.0
+    """A child that ran this long before crashing resets the backoff."""
+    stderr_tail: int = 20
+    """Stderr lines kept to explain a crash."""
+
+
+class _Child:
+    """One incarnation of the plugin process and its session."""
+
+    def __init__(
+        self, proc: asyncio.subprocess.Process, session: WireSession, stderr_task: asyncio.Task[None]
+    ) -> None:
+        self.proc = proc
+        self.session = session
+        self.stderr_task = stderr_task
+        self.started_at = time.monotonic()
+        self._stopped = False
+
+    def kill_group(self, sig: int = signal.SIGKILL) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, sig)
+
+    async def _exited(self, timeout: float) -> bool:
+        # Poll the exit status rather than await proc.wait(): on 3.11 that also waits for every pipe to close,
+        # which a paused stdout (after a protocol error) or an inherited stderr can delay forever.
+        deadline = time.monotonic() + timeout
+        while self.proc.returncode is None:
+            if time.monotonic() >= deadline:
+                return False
+            await asyncio.sleep(0.01)
+        return True
+
+    async def stop(self, *, grace: float) -> None:
+        """Close stdin, wait up to *grace* for an exit, then kill the process group; reap everything."""
+        if self._stopped:
+            return
+        self._stopped = True
+        plugin_id = self.session.plugin_id
+        self.session.fail(CLOSED, f"plugin {plugin_id}: the host closed the connection")
+        if grace <= 0:
+            self.kill_group()
+        stdin = self.proc.stdin
+        if stdin is not None and not stdin.is_closing():
+            stdin.close()
+        if grace > 0 and not await self._exited(grace):
+            _log.warning(
+                "plugin %s (pid %d) did not exit %.1fs after its stdin closed; killing its process group",
+                plugin_id,
+                self.proc.pid,
+                grace,
+            )
+        # Also sweeps what the child spawned: the group outlives its leader while any member lives.
+        self.kill_group()
+        if not await self._exited(5.0):
+            _log.error("plugin %s (pid %d) survived SIGKILL for 5s", plugin_id, self.proc.pid)
+        await self.session.aclose()
+        await _finish(self.stderr_task, timeout=1.0)
+        transport: Any = getattr(self.proc, "_transport", None)
+        if transport is not None:
+            transport.close()  # closes the pipes, so the transport finishes and wait() returns
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.proc.wait(), 2.0)
+
+
+async def _finish(task: asyncio.Task[None], *, timeout: float) -> None:
+    try:
+        await asyncio.wait_for(asyncio.shield(task), timeout)
+    except (TimeoutError, asyncio.CancelledError):
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+async def _pump_stderr(
+    reader: asyncio.StreamReader, plugin_id: str, redact: Redactor, tail: deque[str]
+) -> None:
+    while True:
+        try:
+            raw = await reader.readline()
+        except ValueError:
+            raw = b"[a stderr line longer than the limit was dropped]\n"
+        if not raw:
+            return
+        line = redact(raw.decode("utf-8", errors="replace").rstrip())
+        tail.append(line)
+        _stderr_log.info("[%s] %s", plugin_id, line, extra={"plugin_id": plugin_id})
+
+
+class SubprocessRunnerConnection:
+    """A :class:`~agentrunner_host.transport.RunnerConnection` to one plugin's runtime process.
+
+    >>> conn = SubprocessRunnerConnection(spec, handler)         # doctest: +SKIP
+    >>> async for result in conn.run(request): ...              # doctest: +SKIP  (starts the child)
+    >>> await conn.aclose()                                      # doctest: +SKIP
+    """
+
+    def __init__(
+        self, spec: PluginSpec, handler: BackCallHandler, *, options: RuntimeOptions | None = None
+    ) -> None:
+        self.spec = spec
+        self.options = options or RuntimeOptions()
+        self._handler = handler
+        self._child: _Child | None = None
+        self._lock = asyncio.Lock()
+        self._closed = False
+        self._crashes = 0
+        self._next_start = 0.0
+        self._reapers: set[asyncio.Task[None]] = set()
+        self._own_work_dir: Path | None = None
+        self._stderr_tail: deque[str] = deque(maxlen=self.options.stderr_tail)
+        self.starts = 0
+        """Child processes started so far (a restart after a crash counts)."""
+
+    # -- RunnerConnection --------------------------------------------------------------------------------------
+
+    @property
+    def plugin_id(self) -> str:
+        """``author/plugin``; stamped as ``caller`` on every back-call from this child."""
+        return self.spec.plugin_id
+
+    @property
+    def pid(self) -> int | None:
+        """Process id of the live child (also its process group id), if any."""
+        child = self._child
+        if child is None or not child.session.alive:
+            return None
+        return child.proc.pid
+
+    async def list_runners(self) -> list[dict[str, Any]]:
+        """The runner manifests the runtime reports, keeping only those whose id belongs to this plugin."""
+        session = await self._session()
+        manifests = await session.list_runners(timeout=self.options.start_timeout)
+        kept: list[dict[str, Any]] = []
+        for manifest in manifests:
+            runner_id = manifest.get("id")
+            try:
+                owner = RunnerId.parse(runner_id).plugin_id if isinstance(runner_id, str) else None
+            except InvalidRunnerIdError:
+                owner = None
+            if owner != self.plugin_id:
+                _log.warning(
+                    "plugin %s reported runner %r, which is not its own; ignored", self.plugin_id, runner_id
+                )
+                continue
+            kept.append(manifest)
+        return kept
+
+    def run(self, request: AgentRunRequest) -> AsyncGenerator[RawResult, None]:
+        """Run *request* in the child (started or restarted as needed); see :meth:`WireSession.run`."""
+        return self._run(request)
+
+    async def _run(self, request: AgentRunRequest) -> AsyncGenerator[RawResult, None]:
+        session = await self._session()
+        stream = session.run(request)
+        try:
+            async for result in stream:
+                yield result
+        finally:
+            await stream.aclose()
+
+    async def cancel(self, run_id: str) -> None:
+        """Ask the child to cancel *run_id*; a no-op when it is not running it."""
+        child = self._child
+        if child is not None and child.session.alive:
+            await child.session.cancel(run_id)
+
+    async def ping(self) -> float:
+        """Seconds of one ``ping`` round trip (starting the child if needed)."""
+        session = await self._session()
+        started = time.perf_counter()
+        await session.ping()
+        return time.perf_counter() - started
+
+    async def start(self) -> None:
+        """Start the child now instead of on first use."""
+        await self._session()
+
+    async def kill(self) -> None:
+        """Kill the child's whole process group at once; its runs end ``runtime.closed``. The next use restarts it."""
+        async with self._lock:
+            child, self._child = self._child, None
+        if child is not None:
+            child.kill_group()
+            await child.stop(grace=0)
+
+    async def aclose(self) -> None:
+        """Stop the child (stdin closed, grace period, then the process group is killed) and release everything."""
+        self._closed = True
+        async with self._lock:
+            child, self._child = self._child, None
+        if child is not None:
+            # A child whose session already failed (crash, protocol error) gets no grace period.
+            await child.stop(grace=self.options.close_grace if child.session.alive else 0)
+        if self._reapers:
+            await asyncio.gather(*self._reapers, return_exceptions=True)
+        if self._own_work_dir is not None:
+            shutil.rmtree(self._own_work_dir, ignore_errors=True)
+            self._own_work_dir = None
+
+    async def __aenter__(self) -> SubprocessRunnerConnection:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    # -- supervision -----------------------------------------------------------------------------------------
+
+    async def _session(self) -> WireSession:
+        child = self._child
+        if child is not None and child.session.alive:
+            return child.session
+        async with self._lock:
+            if self._closed:
+                raise RunnerTransportError(CLOSED, f"plugin {self.plugin_id}: the connection is closed")
+            child = self._child
+            if child is not None and child.session.alive:
+                return child.session
+            delay = self._next_start - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            self._child = await self._spawn()
+            return self._child.session
+
+    def _work_dir(self) -> Path:
+        if self.options.work_dir is not None:
+            self.options.work_dir.mkdir(parents=True, exist_ok=True)
+            return self.options.work_dir
+        if self._own_work_dir is None:
+            prefix = "agentrunner-" + self.plugin_id.replace("/", "-") + "-"
+            self._own_work_dir = Path(tempfile.mkdtemp(prefix=prefix))
+        return self._own_work_dir
+
+    async def _spawn(self) -> _Child:
+        options = self.options
+        env = build_child_env(
+            allowlist=options.env_allowlist,
+            granted=options.granted_env,
+            extra={**options.env, "AGENTRUNNER_PLUGIN_ID": self.plugin_id},
+        )
+        redact = Redactor.for_environment(os.environ, env)
+        command = [*options.command, *self.spec.runtime_args()]
+        self.starts += 1
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *command,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                env=env,
+                cwd=self._work_dir(),
+                start_new_session=True,
+                limit=options.max_frame_bytes,
+            )
+        except OSError as exc:
+            self._record_crash(0.0)
+            raise RunnerTransportError(
+                START_FAILED, f"plugin {self.plugin_id}: cannot start {command[0]}: {exc}"
+            ) from exc
+        assert proc.stdin is not None
+        assert proc.stdout is not None
+        assert proc.stderr is not None
+        self._stderr_tail.clear()
+        stderr_task = asyncio.create_task(
+            _pump_stderr(proc.stderr, self.plugin_id, redact, self._stderr_tail),
+            name=f"agentrunner-stderr-{self.plugin_id}",
+        )
+        channel = StreamFrameChannel(proc.stdout, proc.stdin, max_frame_bytes=options.max_frame_bytes)
+        child: _Child | None = None
+
+        async def describe_eof() -> str:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(proc.wait(), 0.5)
+            return self._exit_message(proc.returncode)
+
+        def on_failure(error: RunnerTransportError) -> None:
+            if error.code == CLOSED or child is None:
+                return
+            self._record_crash(time.monotonic() - child.started_at)
+            # Reap the dead (or misbehaving) child now, not at the next use, so no zombie lingers.
+            reaper = asyncio.create_task(child.stop(grace=0), name=f"agentrunner-reap-{self.plugin_id}")
+            self._reapers.add(reaper)
+            reaper.add_done_callback(self._reapers.discard)
+
+        session = WireSession(
+            channel,
+            plugin_id=self.plugin_id,
+            handler=self._handler,
+            result_window=options.result_window,
+            max_frame_bytes=options.max_frame_bytes,
+            describe_eof=describe_eof,
+            on_failure=on_failure,
+        )
+        started = _Child(proc, session, stderr_task)
+        try:
+            await session.handshake(timeout=options.start_timeout)
+        except BaseException as exc:
+            await started.stop(grace=0)
+            self._record_crash(0.0)
+            if isinstance(exc, RunnerTransportError):
+                tail = "; ".join(self._stderr_tail)
+                message = exc.message if not tail else f"{exc.message}; stderr: {tail}"
+                if proc.returncode is not None:
+                    message = f"{message} (exit code {proc.returncode})"
+                raise RunnerTransportError(START_FAILED, message) from None
+            raise
+        child = started
+        _log.info("plugin %s started (pid %d)", self.plugin_id, proc.pid)
+        return child
+
+    def _exit_message(self, returncode: int | None) -> str:
+        if returncode is None:
+            how = "closed its stream"
+        elif returncode < 0:
+            how = f"was killed by signal {signal.Signals(-returncode).name}"
+        else:
+            how = f"exited with code {returncode}"
+        tail = " | ".join(list(self._stderr_tail)[-3:])
+        return f"plugin {self.plugin_id}: the runtime {how}" + (f"; last stderr: {tail}" if tail else "")
+
+    def _record_crash(self, uptime: float) -> None:
+        options = self.options
+        self._crashes = 1 if uptime >= options.stable_after else self._crashes + 1
+        delay = min(options.restart_backoff_max, options.restart_backoff * 2 ** (self._crashes - 1))
+        self._next_start = time.monotonic() + delay

@@ -1,0 +1,490 @@
+"""The host side of one wire connection to a plugin runtime, over any :class:`~agentrunner.wire.FrameChannel`.
+
+One reader task decodes frames and dispatches each without waiting on a consumer: results go to the run's
+queue (bounded by the credit the host granted, so a fast runner cannot grow host memory), back-calls start their
+own tasks. A slow result consumer therefore never delays a back-call's answer.
+
+Identity is the connection: every back-call is stamped ``caller = plugin_id`` before it reaches the
+:class:`~agentrunner_host.transport.BackCallHandler`, and a call naming a run this connection is not executing
+is answered ``unauthorized`` without reaching it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from typing import Any, Final
+
+from agentrunner import ACTIONS, AgentRunRequest, APIError, BackCallRequest, ProtocolError
+from agentrunner.errors import AgentAPIError
+from agentrunner.wire import (
+    DEFAULT_RESULT_WINDOW,
+    MAX_FRAME_BYTES,
+    WIRE_VERSION,
+    CallCancelFrame,
+    CallEndFrame,
+    CallErrorFrame,
+    CallFrame,
+    CallResultFrame,
+    CancelFrame,
+    ChunkFrame,
+    CreditFrame,
+    Frame,
+    FrameChannel,
+    HelloFrame,
+    ListRunnersFrame,
+    PingFrame,
+    PongFrame,
+    ResultFrame,
+    RunEndFrame,
+    RunFrame,
+    RunnersFrame,
+    StreamCreditFrame,
+    WelcomeFrame,
+    decode_frame,
+    encode_frame,
+)
+from pydantic import BaseModel, ValidationError
+
+from agentrunner_host.errors import RunnerTransportError
+from agentrunner_host.transport import BackCallHandler, RawResult
+
+__all__ = ["CRASHED", "CLOSED", "PROTOCOL_ERROR", "START_FAILED", "WireSession"]
+
+CRASHED: Final = "runtime.crashed"
+"""Run failure code: the runtime died (or closed its stream) while the run was live."""
+PROTOCOL_ERROR: Final = "runtime.protocol_error"
+"""Run failure code: the runtime sent something that is not a valid frame; the host dropped it."""
+CLOSED: Final = "runtime.closed"
+"""Run failure code: the host closed the connection (shutdown, kill)."""
+START_FAILED: Final = "runtime.start_failed"
+"""The runtime did not start or did not complete the handshake."""
+
+_log = logging.getLogger("agentrunner_host.runtime")
+
+
+class _Ended:
+    __slots__ = ("error",)
+
+    def __init__(self, error: RunnerTransportError | None) -> None:
+        self.error = error
+
+
+class _HostRun:
+    """A run live on this connection: its result queue, credit and in-flight back-calls."""
+
+    __slots__ = ("calls", "credit", "queue", "remote_ended")
+
+    def __init__(self, window: int) -> None:
+        self.queue: asyncio.Queue[RawResult | _Ended] = asyncio.Queue()
+        self.credit = window
+        self.remote_ended = False
+        self.calls: set[int] = set()
+
+
+class _Call:
+    """A back-call being served; streaming calls wait for the runtime's chunk credit."""
+
+    __slots__ = ("credit", "credit_changed", "run", "task")
+
+    def __init__(self, run: _HostRun, window: int) -> None:
+        self.run = run
+        self.credit = window
+        self.credit_changed = asyncio.Event()
+        self.task: asyncio.Task[None] | None = None
+
+    async def take_credit(self) -> None:
+        while self.credit <= 0:
+            self.credit_changed.clear()
+            await self.credit_changed.wait()
+        self.credit -= 1
+
+
+class WireSession:
+    """Drives one runtime connection for the host: runs, discovery, back-calls, failure.
+
+    A session lives as long as its channel. When the runtime dies or breaks the protocol, :meth:`fail` ends every
+    live run with a :class:`RunnerTransportError` (``runtime.crashed`` / ``runtime.protocol_error``) and the
+    session is done: the owner starts a new one.
+    """
+
+    def __init__(
+        self,
+        channel: FrameChannel,
+        *,
+        plugin_id: str,
+        handler: BackCallHandler,
+        result_window: int = DEFAULT_RESULT_WINDOW,
+        max_frame_bytes: int = MAX_FRAME_BYTES,
+        describe_eof: Callable[[], Awaitable[str]] | None = None,
+        on_failure: Callable[[RunnerTransportError], None] | None = None,
+    ) -> None:
+        self.plugin_id = plugin_id
+        self._channel = channel
+        self._handler = handler
+        self._window = result_window
+        self._refill = max(1, result_window // 2)
+        self._max_frame_bytes = max_frame_bytes
+        self._describe_eof = describe_eof
+        self._on_failure = on_failure
+        self._ids = itertools.count(1)
+        self._pending: dict[int, asyncio.Future[BaseModel]] = {}
+        self._runs: dict[str, _HostRun] = {}
+        self._calls: dict[int, _Call] = {}
+        self._reader: asyncio.Task[None] | None = None
+        self.failure: RunnerTransportError | None = None
+        """Why the session ended; ``None`` while it is alive."""
+        self.welcome: WelcomeFrame | None = None
+        """The runtime's answer to the handshake."""
+
+    # -- lifecycle -------------------------------------------------------------------------------------------
+
+    @property
+    def alive(self) -> bool:
+        """The session can start runs."""
+        return self.failure is None
+
+    @property
+    def live_runs(self) -> list[str]:
+        """Ids of the runs live on this connection."""
+        return list(self._runs)
+
+    def start(self) -> None:
+        """Start the reader task."""
+        if self._reader is None:
+            self._reader = asyncio.create_task(self._read_loop(), name=f"agentrunner-wire-{self.plugin_id}")
+
+    async def handshake(self, *, timeout: float) -> WelcomeFrame:
+        """Send ``hello`` and wait for ``welcome``; raises :class:`RunnerTransportError` ``runtime.start_failed``."""
+        self.start()
+        try:
+            reply = await self._request(
+                lambda i: HelloFrame(id=i, plugin_id=self.plugin_id, max_frame_bytes=self._max_frame_bytes),
+                timeout=timeout,
+            )
+        except TimeoutError:
+            raise RunnerTransportError(
+                START_FAILED, f"plugin {self.plugin_id}: no handshake within {timeout:g}s"
+            ) from None
+        except RunnerTransportError as exc:
+            raise RunnerTransportError(START_FAILED, f"plugin {self.plugin_id}: {exc.message}") from None
+        assert isinstance(reply, WelcomeFrame)
+        if reply.wire_version != WIRE_VERSION:
+            message = f"plugin {self.plugin_id} speaks wire version {reply.wire_version}, host {WIRE_VERSION}"
+            self.fail(START_FAILED, message)
+            raise RunnerTransportError(START_FAILED, message)
+        self.welcome = reply
+        return reply
+
+    def fail(self, code: str, message: str) -> None:
+        """End the session: every live run ends with ``code``, calls stop, waiters fail. Idempotent."""
+        if self.failure is not None:
+            return
+        retryable = code == CRASHED
+        self.failure = RunnerTransportError(code, message, retryable=retryable)
+        if code != CLOSED:
+            _log.warning(
+                "plugin %s: %s (%s); %d live run(s) end", self.plugin_id, message, code, len(self._runs)
+            )
+        for run in self._runs.values():
+            if not run.remote_ended:
+                run.remote_ended = True
+                run.queue.put_nowait(_Ended(RunnerTransportError(code, message, retryable=retryable)))
+        for call in self._calls.values():
+            if call.task is not None:
+                call.task.cancel()
+        for future in self._pending.values():
+            if not future.done():
+                future.set_exception(RunnerTransportError(code, message, retryable=retryable))
+        self._pending.clear()
+        if self._on_failure is not None:
+            self._on_failure(self.failure)
+
+    async def aclose(self) -> None:
+        """End the session (runs end ``runtime.closed``), close the channel and stop every task."""
+        self.fail(CLOSED, f"plugin {self.plugin_id}: the host closed the connection")
+        await self._channel.aclose()
+        tasks = [c.task for c in self._calls.values() if c.task is not None]
+        if self._reader is not None:
+            tasks.append(self._reader)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def wait_reader(self, *, timeout: float) -> None:
+        """Wait for the reader to reach the end of the channel (the runtime exited); cancel it after *timeout*."""
+        if self._reader is None:
+            return
+        try:
+            await asyncio.wait_for(asyncio.shield(self._reader), timeout)
+        except (TimeoutError, asyncio.CancelledError):
+            self._reader.cancel()
+            await asyncio.gather(self._reader, return_exceptions=True)
+
+    # -- requests from the host ------------------------------------------------------------------------------
+
+    async def list_runners(self, *, timeout: float = 30.0) -> list[dict[str, Any]]:
+        """``list_runners``: the runtime's runner manifests, undecoded."""
+        reply = await self._request(lambda i: ListRunnersFrame(id=i), timeout=timeout)
+        assert isinstance(reply, RunnersFrame)
+        return reply.runners
+
+    async def ping(self, *, timeout: float = 10.0) -> None:
+        """Round trip a ``ping``."""
+        await self._request(lambda i: PingFrame(id=i), timeout=timeout)
+
+    async def run(self, request: AgentRunRequest) -> AsyncGenerator[RawResult, None]:
+        """Start a run and yield its results (undecoded dicts with ``sequence`` set) in order.
+
+        Raises :class:`RunnerTransportError` when the run ended with an error (the runner raised: ``runner.error``;
+        cancelled: ``cancelled``; the runtime died: ``runtime.crashed``...). Leaving the iteration early cancels
+        the run in the runtime.
+        """
+        self._raise_if_failed()
+        run_id = request.context.run_id
+        if run_id in self._runs:
+            raise RunnerTransportError(
+                "runtime.duplicate_run", f"run {run_id} is already live on {self.plugin_id}"
+            )
+        run = _HostRun(self._window)
+        self._runs[run_id] = run
+        consumed = 0
+        try:
+            frame = RunFrame(run_id=run_id, request=request.model_dump(mode="json"), window=self._window)
+            await self._send(frame)
+            while True:
+                item = await run.queue.get()
+                if isinstance(item, _Ended):
+                    if item.error is not None:
+                        raise item.error
+                    return
+                yield item
+                consumed += 1
+                if consumed >= self._refill and not run.remote_ended:
+                    run.credit += consumed
+                    self._send_nowait(CreditFrame(run_id=run_id, n=consumed))
+                    consumed = 0
+        finally:
+            if self._runs.get(run_id) is run:
+                del self._runs[run_id]
+            self._cancel_calls(run)
+            if not run.remote_ended and self.alive:
+                self._send_nowait(CancelFrame(run_id=run_id))
+
+    async def cancel(self, run_id: str) -> None:
+        """Ask the runtime to cancel *run_id*; a no-op when it is not live here."""
+        run = self._runs.get(run_id)
+        if run is not None and not run.remote_ended and self.alive:
+            await self._send(CancelFrame(run_id=run_id))
+
+    # -- plumbing --------------------------------------------------------------------------------------------
+
+    def _raise_if_failed(self) -> None:
+        if self.failure is not None:
+            raise RunnerTransportError(
+                self.failure.code, self.failure.message, retryable=self.failure.retryable
+            )
+
+    async def _request(self, make: Callable[[int], BaseModel], *, timeout: float) -> BaseModel:
+        self._raise_if_failed()
+        request_id = next(self._ids)
+        future: asyncio.Future[BaseModel] = asyncio.get_running_loop().create_future()
+        self._pending[request_id] = future
+        try:
+            await self._send(make(request_id))
+            return await asyncio.wait_for(future, timeout)
+        finally:
+            self._pending.pop(request_id, None)
+
+    async def _send(self, frame: BaseModel) -> None:
+        data = encode_frame(frame)
+        if len(data) > self._max_frame_bytes + 1:
+            raise RunnerTransportError(
+                "runtime.payload_too_large",
+                f"a {frame.__class__.__name__} of {len(data)} bytes exceeds the frame limit",
+            )
+        try:
+            await self._channel.send(data)
+        except (ConnectionError, RuntimeError) as exc:
+            # The reader sees the same death and fails the session with the right code.
+            raise RunnerTransportError(
+                CRASHED, f"plugin {self.plugin_id}: cannot write to the runtime: {exc}"
+            ) from None
+
+    def _send_nowait(self, frame: BaseModel) -> None:
+        with contextlib.suppress(ConnectionError, RuntimeError):
+            self._channel.send_nowait(encode_frame(frame))
+
+    def _cancel_calls(self, run: _HostRun) -> None:
+        for call_id in list(run.calls):
+            call = self._calls.get(call_id)
+            if call is not None and call.task is not None:
+                call.task.cancel()
+
+    async def _read_loop(self) -> None:
+        try:
+            while True:
+                line = await self._channel.receive()
+                if line is None:
+                    break
+                frame = decode_frame(line)
+                if frame is not None:
+                    self._dispatch(frame)
+        except ProtocolError as exc:
+            self.fail(PROTOCOL_ERROR, f"plugin {self.plugin_id} broke the wire protocol: {exc.message}")
+            return
+        except (ConnectionError, OSError) as exc:
+            self.fail(CRASHED, f"plugin {self.plugin_id}: reading the runtime failed: {exc}")
+            return
+        if self.failure is None:
+            message = f"plugin {self.plugin_id}: the runtime closed its stream"
+            if self._describe_eof is not None:
+                message = await self._describe_eof()
+            self.fail(CRASHED, message)
+
+    def _dispatch(self, frame: Frame) -> None:
+        match frame:
+            case ResultFrame(run_id=run_id):
+                run = self._runs.get(run_id)
+                if run is None or run.remote_ended:
+                    return  # the host already left this run; late results are dropped
+                run.credit -= 1
+                if run.credit < 0:
+                    raise ProtocolError(f"run {run_id}: a result beyond the granted credit")
+                result = frame.result
+                if result.get("sequence") != frame.sequence:
+                    result["sequence"] = frame.sequence
+                run.queue.put_nowait(result)
+            case RunEndFrame(run_id=run_id, error=error):
+                run = self._runs.get(run_id)
+                if run is None or run.remote_ended:
+                    return
+                run.remote_ended = True
+                failure = (
+                    None
+                    if error is None
+                    else RunnerTransportError(error.code, error.message, retryable=error.retryable)
+                )
+                run.queue.put_nowait(_Ended(failure))
+                self._cancel_calls(run)
+            case CallFrame():
+                self._start_call(frame)
+            case StreamCreditFrame(id=call_id, n=n):
+                call = self._calls.get(call_id)
+                if call is not None:
+                    call.credit += n
+                    call.credit_changed.set()
+            case CallCancelFrame(id=call_id):
+                call = self._calls.get(call_id)
+                if call is not None and call.task is not None:
+                    call.task.cancel()
+            case WelcomeFrame() | RunnersFrame() | PongFrame():
+                future = self._pending.get(frame.id)
+                if future is not None and not future.done():
+                    future.set_result(frame)
+            case PingFrame(id=ping_id):
+                self._send_nowait(PongFrame(id=ping_id))
+            case _:
+                _log.warning(
+                    "plugin %s sent a %r frame, which only a host sends; ignored", self.plugin_id, frame.kind
+                )
+
+    # -- back-calls ------------------------------------------------------------------------------------------
+
+    def _start_call(self, frame: CallFrame) -> None:
+        call_id = frame.id
+        if call_id in self._calls:
+            raise ProtocolError(f"call id {call_id} is already in use")
+        raw = dict(frame.request)
+        raw["caller"] = self.plugin_id  # identity is the connection, whatever the runtime wrote
+        try:
+            request = BackCallRequest.model_validate(raw)
+        except ValidationError as exc:
+            self._answer_error(
+                call_id, "invalid_argument", f"invalid back-call request: {exc.errors(include_url=False)}"
+            )
+            return
+        run = self._runs.get(request.run_id)
+        if run is None or run.remote_ended:
+            self._answer_error(call_id, "unauthorized", f"run {request.run_id} is not live on this runtime")
+            return
+        spec = ACTIONS.get(request.action)
+        if spec is not None and spec.streaming != frame.stream:
+            how = "a streaming" if spec.streaming else "a unary"
+            self._answer_error(call_id, "invalid_argument", f"{request.action} is {how} action")
+            return
+        call = _Call(run, frame.window)
+        self._calls[call_id] = call
+        run.calls.add(call_id)
+        serve = (
+            self._serve_stream(call_id, call, request)
+            if frame.stream
+            else self._serve_unary(call_id, request)
+        )
+        call.task = asyncio.create_task(serve, name=f"agentrunner-call-{self.plugin_id}-{call_id}")
+        call.task.add_done_callback(lambda _t: self._forget_call(call_id, call))
+
+    def _forget_call(self, call_id: int, call: _Call) -> None:
+        if self._calls.get(call_id) is call:
+            del self._calls[call_id]
+        call.run.calls.discard(call_id)
+
+    def _answer_error(self, call_id: int, code: str, message: str) -> None:
+        self._send_nowait(CallErrorFrame(id=call_id, error=AgentAPIError(code=code, message=message)))
+
+    async def _answer(self, frame: BaseModel, call_id: int) -> None:
+        try:
+            await self._send(frame)
+        except RunnerTransportError as exc:
+            if exc.code == "runtime.payload_too_large":
+                await self._send_error(
+                    call_id, APIError.from_wire({"code": "payload_too_large", "message": exc.message})
+                )
+        except TypeError as exc:
+            await self._send_error(
+                call_id,
+                APIError.from_wire({"code": "runtime_error", "message": f"result is not JSON: {exc}"}),
+            )
+
+    async def _send_error(self, call_id: int, error: APIError) -> None:
+        with contextlib.suppress(RunnerTransportError):
+            await self._send(CallErrorFrame(id=call_id, error=error.to_wire()))
+
+    async def _serve_unary(self, call_id: int, request: BackCallRequest) -> None:
+        try:
+            result = await self._handler.handle(request)
+        except APIError as exc:
+            await self._send_error(call_id, exc)
+            return
+        except Exception:
+            _log.exception("back-call %s of plugin %s failed", request.action, self.plugin_id)
+            await self._send_error(
+                call_id, APIError.from_wire({"code": "runtime_error", "message": "internal error"})
+            )
+            return
+        await self._answer(CallResultFrame(id=call_id, result=result), call_id)
+
+    async def _serve_stream(self, call_id: int, call: _Call, request: BackCallRequest) -> None:
+        chunks = self._handler.handle_stream(request)
+        try:
+            async for chunk in chunks:
+                await call.take_credit()
+                await self._send(ChunkFrame(id=call_id, chunk=chunk))
+            await self._send(CallEndFrame(id=call_id))
+        except APIError as exc:
+            await self._send_error(call_id, exc)
+        except RunnerTransportError:
+            pass
+        except Exception:
+            _log.exception("streaming back-call %s of plugin %s failed", request.action, self.plugin_id)
+            await self._send_error(
+                call_id, APIError.from_wire({"code": "runtime_error", "message": "internal error"})
+            )
+        finally:
+            closer = getattr(chunks, "aclose", None)
+            if closer is not None:
+                await closer()

@@ -1,0 +1,87 @@
+"""Frame channels: the byte pipes a wire session runs over (a child's stdio, a WebSocket)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Protocol
+
+from agentrunner.errors import ProtocolError
+
+from .frames import MAX_FRAME_BYTES
+
+__all__ = ["FrameChannel", "StreamFrameChannel"]
+
+
+class FrameChannel(Protocol):
+    """Carries encoded frames (one NDJSON line each) between two peers, in order."""
+
+    async def receive(self) -> bytes | None:
+        """The next frame line, or ``None`` at the end of the stream.
+
+        Raises :class:`~agentrunner.errors.ProtocolError` when the peer sent a frame larger than the limit.
+        """
+        ...
+
+    async def send(self, data: bytes) -> None:
+        """Send one frame line, waiting while the peer is not reading (backpressure)."""
+        ...
+
+    def send_nowait(self, data: bytes) -> None:
+        """Queue one small control frame without waiting (credits, cancels); safe in ``finally`` blocks."""
+        ...
+
+    async def aclose(self) -> None:
+        """Close the sending side; the peer sees the end of its stream."""
+        ...
+
+
+class StreamFrameChannel:
+    """A :class:`FrameChannel` over an asyncio stream pair, e.g. a child process's stdout and stdin.
+
+    The reader must have been created with ``limit >= max_frame_bytes``: a line longer than that raises
+    :class:`~agentrunner.errors.ProtocolError` instead of buffering without bound.
+    """
+
+    def __init__(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        *,
+        max_frame_bytes: int = MAX_FRAME_BYTES,
+    ) -> None:
+        self._reader = reader
+        self._writer = writer
+        self.max_frame_bytes = max_frame_bytes
+
+    async def receive(self) -> bytes | None:
+        """The next non-empty line, or ``None`` at EOF (a truncated last line counts as EOF: the peer died)."""
+        while True:
+            try:
+                line = await self._reader.readuntil(b"\n")
+            except asyncio.IncompleteReadError:
+                return None
+            except asyncio.LimitOverrunError:
+                raise ProtocolError(f"frame larger than {self.max_frame_bytes} bytes") from None
+            if len(line) > self.max_frame_bytes + 1:
+                raise ProtocolError(f"frame larger than {self.max_frame_bytes} bytes")
+            if len(line) > 1:
+                return line
+
+    async def send(self, data: bytes) -> None:
+        """Write *data* and wait for the pipe to drain below its high-water mark."""
+        self._writer.write(data)
+        await self._writer.drain()
+
+    def send_nowait(self, data: bytes) -> None:
+        """Write *data* into the transport's buffer."""
+        if not self._writer.is_closing():
+            self._writer.write(data)
+
+    async def aclose(self) -> None:
+        """Close the writer (the peer reads EOF)."""
+        if self._writer.is_closing():
+            return
+        self._writer.close()
+        with contextlib.suppress(ConnectionError, BrokenPipeError):
+            await self._writer.wait_closed()
