@@ -21,6 +21,7 @@ from agentrunner import (
     I18nObject,
     ImageContent,
     TextContent,
+    ToolResource,
 )
 from agentrunner import _json as json
 from agentrunner_host import Host
@@ -37,7 +38,7 @@ from agentrunner_host.legacy import (
     migrate_pipeline_config,
     pipeline_entry,
 )
-from agentrunner_host.legacy.pipeline import MCP_NAME_SEPARATOR, is_json_safe
+from agentrunner_host.legacy.pipeline import MCP_NAME_SEPARATOR, NO_TOOLS, is_json_safe
 from agentrunner_host.providers_knowledge import EmbeddedKnowledge, KnowledgeBaseConfig, KnowledgeIndex
 from agentrunner_host.providers_models import ModelConfig, OpenAICompatibleModels
 from agentrunner_host.providers_tools import NAME_SEPARATOR, HostTools, PythonTool
@@ -315,6 +316,46 @@ def test_tools_follow_the_mcp_server_preferences() -> None:
     ).binding.resource_policy.tools
     assert granted == ["word_count", "files__read", "files__write"]
     assert MCP_NAME_SEPARATOR == NAME_SEPARATOR
+
+
+async def test_a_pipeline_without_mcp_servers_grants_no_tool_even_one_its_config_selects() -> None:
+    """With every MCP server disabled, a tool the runner config selects is still not granted."""
+    config = {"ai": {"runner": {"id": LOCAL}, "runner_config": {LOCAL: {"tools": ["files__write"]}}}}
+    prefs = ExtensionPreferences(enable_all_mcp_servers=False)
+    entry = pipeline_entry(config, _message(extension_preferences=prefs), tool_names=["files__write"])
+    assert entry.binding.resource_policy.tools == [NO_TOOLS]
+    seen: list[list[str]] = []
+
+    async def script(ctx: AgentRunContext, api: AgentRunAPI) -> AsyncIterator[Any]:
+        seen.append([t.tool_name for t in ctx.resources.tools])
+        out = AgentRunner.emitter(ctx)
+        yield out.message("ok")
+        yield out.complete()
+
+    schema = [
+        DynamicFormItemSchema(name="tools", label=I18nObject(en_US="Tools"), type="tool-multi-selector")
+    ]
+    runner = scripted(
+        script,
+        plugin="langbot/local-agent",
+        tool_calling=True,
+        permissions=AgentRunnerPermissions(tools=["call"]),
+        config_schema=schema,
+    )
+    catalog = ResourceCatalog(tools=[ToolResource(tool_name="files__write", tool_type="mcp")])
+    host = Host.create(plugins={"langbot/local-agent": [runner]}, catalog=catalog)
+    try:
+        _ = [r async for r in host.orchestrator.run(entry.event, entry.binding)]
+        enabled = pipeline_entry(config, _message(), tool_names=["files__write"])
+        _ = [
+            r
+            async for r in host.orchestrator.run(
+                enabled.event.model_copy(update={"event_id": "host:other"}), enabled.binding
+            )
+        ]
+    finally:
+        await host.aclose()
+    assert seen == [[], ["files__write"]]  # disabled, then enabled MCP servers
 
 
 # -- end to end ----------------------------------------------------------------------------------------------------

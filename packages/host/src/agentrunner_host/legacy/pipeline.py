@@ -54,6 +54,7 @@ from .migration import expire_seconds, resolve_runner_config, resolve_runner_id
 __all__ = [
     "EVENT_ID_PREFIX",
     "MCP_NAME_SEPARATOR",
+    "NO_TOOLS",
     "ExtensionPreferences",
     "OutputSettings",
     "PipelineEntry",
@@ -71,6 +72,9 @@ EVENT_ID_PREFIX: Final = "host:"
 """Prefix of every event id this entry produces."""
 
 _MAX_PARAM_DEPTH: Final = 32
+
+NO_TOOLS: Final = "__none__"
+"""The tool grant of a pipeline that enables no tools: a name no catalog tool has (a form's "none" value)."""
 
 MCP_NAME_SEPARATOR: Final = "__"
 """How MCP tools are named (``<server>__<tool>``), as in :mod:`agentrunner_host.providers_tools` (not imported
@@ -283,7 +287,9 @@ def _granted_tools(message: PipelineMessage, tool_names: Iterable[str]) -> list[
         server, sep, _ = name.partition(MCP_NAME_SEPARATOR)
         if not sep or prefs.enable_all_mcp_servers or server in prefs.mcp_servers:
             granted.append(name)  # host Python tools (no server prefix) follow the pipeline itself
-    return granted
+    # An empty grant list lets the runner config select any catalog tool; a grant naming nothing real keeps
+    # "no MCP server enabled" meaning no tools at all.
+    return granted or [NO_TOOLS]
 
 
 def pipeline_entry(
