@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -135,3 +136,16 @@ async def test_missing_bytes_are_reported_as_unavailable(stores: HostStores) -> 
         await stores.artifacts.read_range(record, 0, 3)
     with pytest.raises(ArtifactUnavailableError):
         _ = [c async for c in stores.artifacts.stream(record)]
+
+
+async def test_the_sweep_removes_stale_partial_uploads(stores: HostStores) -> None:
+    """Partial files older than an hour (an interrupted put) are removed; fresh ones are left alone."""
+    tmp = stores.artifacts.root / ".tmp"
+    stale, fresh = tmp / "art_stale.part", tmp / "art_fresh.part"
+    stale.write_bytes(b"x")
+    fresh.write_bytes(b"y")
+    hour_ago = time.time() - 3700
+    os.utime(stale, (hour_ago, hour_ago))
+    await stores.artifacts.sweep_expired()
+    assert not stale.exists()
+    assert fresh.exists()

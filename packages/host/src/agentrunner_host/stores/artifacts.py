@@ -41,6 +41,7 @@ ARTIFACTS: Final = cast(Table, ArtifactRow.__table__)
 _ID_PATTERN: Final = re.compile(r"art_[0-9a-f]{32}")
 _WRITE_BUFFER: Final = 1024 * 1024
 _SWEEP_BATCH: Final = 500
+_STALE_PART_MS: Final = 3_600_000
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -309,8 +310,10 @@ class ArtifactStore:
         )
 
     async def sweep_expired(self, now: int | None = None) -> int:
-        """Delete every artifact expired at *now* (rows first, then files); returns how many."""
+        """Delete every artifact expired at *now* (rows first, then files); returns how many. Also removes
+        partial uploads an interrupted host left in the temporary directory for over an hour."""
         cutoff = now_ms() if now is None else now
+        await asyncio.to_thread(_remove_stale_parts, self._tmp, cutoff - _STALE_PART_MS)
         removed = 0
         while True:
 
@@ -355,6 +358,17 @@ def _move(tmp: Path, final: Path) -> None:
 def _discard(handle: BinaryIO, tmp: Path) -> None:
     handle.close()
     tmp.unlink(missing_ok=True)
+
+
+def _remove_stale_parts(directory: Path, older_than_ms: int) -> None:
+    if not directory.is_dir():
+        return
+    for part in directory.glob("*.part"):
+        try:
+            if part.stat().st_mtime * 1000 < older_than_ms:
+                part.unlink(missing_ok=True)
+        except FileNotFoundError:
+            continue
 
 
 def _read_at(path: Path, offset: int, length: int) -> bytes:
