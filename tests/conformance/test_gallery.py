@@ -12,6 +12,8 @@ from agentrunner_runner_echo import EchoRunner
 from .gallery import BROKEN
 from .support import FAST
 
+BROKEN_BY_NAME = {runner.__name__: runner for runner in BROKEN}
+
 
 @pytest.mark.parametrize(
     ("runner", "requirement_id"), list(BROKEN.items()), ids=lambda v: getattr(v, "__name__", v)
@@ -64,3 +66,13 @@ def test_a_runner_that_cannot_be_built_is_blocked_not_failed() -> None:
     assert all("API_KEY is not set" in r.message for r in blocked)
     assert report.results["manifest.protocol-version"].outcome is Outcome.PASS
     assert not report.ok
+
+
+def test_the_same_seed_reproduces_the_same_minimal_example() -> None:
+    """A failure's seed replays the search: same requirement, same shrunk example."""
+    first = check_runner(BROKEN_BY_NAME["EmptySuccess"], profile=FAST, seed=42)
+    again = check_runner(
+        BROKEN_BY_NAME["EmptySuccess"], profile=FAST, seed=42, only=["result.output.present"]
+    )
+    assert first.results["result.output.present"].example == again.results["result.output.present"].example
+    assert "reproduce: --seed 42" in first.summary()

@@ -163,6 +163,9 @@ class Report:
                 lines.append(f"         {result.message}")
                 if result.example:
                     lines.extend(f"         | {line}" for line in result.example.splitlines())
+                lines.append(
+                    f"         reproduce: --seed {result.seed} --profile {self.profile} --only {req.id}"
+                )
             elif result.outcome is Outcome.BLOCKED:
                 lines.append(f"BLOCKED  {req.id}: {result.message}")
         counts = self.counts()
