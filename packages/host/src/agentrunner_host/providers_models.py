@@ -196,14 +196,7 @@ class OpenAICompatibleModels:
         """
         config = self._config(model.model_id, "llm")
         if "streaming" not in config.capabilities:
-            response = await self.invoke(model, params, access=access)
-            content = response.message.content
-            yield ModelStreamChunk(
-                delta=content if isinstance(content, str) and content else None,
-                tool_calls=response.message.tool_calls,
-                finish_reason=response.finish_reason,
-                usage=response.usage,
-            )
+            yield _single_chunk(await self.invoke(model, params, access=access))
             return
         body = await self._chat_body(config, params, access=access, stream=True)
         pending: dict[int, _PendingToolCall] = {}
@@ -225,14 +218,7 @@ class OpenAICompatibleModels:
                 if not _is_event_stream(response):
                     # some compatible servers ignore "stream": take their whole answer as the one chunk
                     await response.aread()
-                    whole = _to_response(config, _decode(config, response))
-                    content = whole.message.content
-                    yield ModelStreamChunk(
-                        delta=content if isinstance(content, str) and content else None,
-                        tool_calls=whole.message.tool_calls,
-                        finish_reason=whole.finish_reason or "stop",
-                        usage=whole.usage,
-                    )
+                    yield _single_chunk(_to_response(config, _decode(config, response)))
                     return
                 async for event in source:
                     if event.data.strip() == "[DONE]":
@@ -445,6 +431,17 @@ def _to_response(config: ModelConfig, data: dict[str, Any]) -> ModelResponse:
         ),
         finish_reason=finish_reason if isinstance(finish_reason, str) else None,
         usage=_usage(data.get("usage")) or ModelUsage(),
+    )
+
+
+def _single_chunk(response: ModelResponse) -> ModelStreamChunk:
+    """A whole answer as the one chunk of a stream."""
+    content = response.message.content
+    return ModelStreamChunk(
+        delta=content if isinstance(content, str) and content else None,
+        tool_calls=response.message.tool_calls,
+        finish_reason=response.finish_reason or "stop",
+        usage=response.usage,
     )
 
 
