@@ -202,7 +202,7 @@ class DeliveryPolicy(_HostModel):
 
     streaming: bool = True
     """Allow streaming when the surface supports it."""
-    max_message_size: int | None = None
+    max_message_size: int | None = Field(default=None, ge=1)
     """Cap on message size for this binding."""
 
 
