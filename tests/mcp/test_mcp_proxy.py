@@ -59,3 +59,30 @@ async def test_the_proxy_refuses_to_start_without_its_settings() -> None:
     )
     assert done.returncode == 2
     assert PROXY_TOKEN_ENV in done.stderr.decode()
+
+
+async def test_the_proxy_exits_by_itself_when_the_harness_closes_stdin() -> None:
+    """A harness that closes stdin without a word (or dies) leaves no proxy behind: it exits 0 promptly."""
+    env = {**os.environ, PROXY_URL_ENV: "http://127.0.0.1:9/mcp", PROXY_TOKEN_ENV: "t"}
+    with anyio.fail_after(30):
+        done = await anyio.run_process(
+            [sys.executable, "-m", "agentrunner_mcp.proxy"], input=b"", env=env, check=False
+        )
+    assert done.returncode == 0, done.stderr.decode()
+
+
+async def test_an_unreachable_bridge_ends_the_proxy_with_one_line() -> None:
+    """When the bridge cannot be reached the proxy exits 1 with a one-line reason, not a traceback."""
+    initialize = (
+        b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18",'
+        b'"capabilities":{},"clientInfo":{"name":"t","version":"0"}}}\n'
+    )
+    env = {**os.environ, PROXY_URL_ENV: "http://127.0.0.1:9/mcp", PROXY_TOKEN_ENV: "t"}
+    with anyio.fail_after(30):
+        done = await anyio.run_process(
+            [sys.executable, "-m", "agentrunner_mcp.proxy"], input=initialize, env=env, check=False
+        )
+    assert done.returncode == 1
+    assert done.stderr.decode().splitlines() == [
+        "agentrunner-mcp-proxy: http://127.0.0.1:9/mcp: ConnectError: All connection attempts failed"
+    ]

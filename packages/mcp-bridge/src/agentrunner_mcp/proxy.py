@@ -12,6 +12,7 @@ import logging
 import os
 import sys
 from collections.abc import Mapping
+from typing import cast
 
 import anyio
 from mcp.client.streamable_http import streamable_http_client
@@ -69,12 +70,28 @@ async def run_proxy(settings: ProxySettings) -> None:
         create_mcp_http_client(headers=headers) as http,
         streamable_http_client(settings.url, http_client=http) as (http_read, http_write),
         stdio_server() as (stdio_read, stdio_write),
-        anyio.create_task_group() as tg,
     ):
-        tg.start_soon(_relay, http_read, stdio_write, "bridge")
-        # The harness closing stdin ends the session; the reverse relay then has nothing left to carry.
-        await _relay(stdio_read, http_write, "stdin")
-        tg.cancel_scope.cancel()
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(_relay, http_read, stdio_write, "bridge")
+                # The harness closing stdin ends the session; the reverse relay has nothing left to carry.
+                await _relay(stdio_read, http_write, "stdin")
+                tg.cancel_scope.cancel()
+        finally:
+            # mcp's transports stop their writer tasks only when these streams close; without this the
+            # process would outlive a harness that exits without killing it.
+            await stdio_write.aclose()
+            await http_write.aclose()
+
+
+def _root_cause(exc: BaseException) -> BaseException:
+    cause = exc
+    while isinstance(cause, BaseExceptionGroup):
+        inner = cast("tuple[BaseException, ...]", cause.exceptions)
+        if len(inner) != 1:
+            break
+        cause = inner[0]
+    return cast(BaseException, cause)
 
 
 def main() -> int:
@@ -89,6 +106,10 @@ def main() -> int:
         anyio.run(run_proxy, settings)
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:
+        cause = _root_cause(exc)
+        print(f"agentrunner-mcp-proxy: {settings.url}: {type(cause).__name__}: {cause}", file=sys.stderr)
+        return 1
     return 0
 
 
