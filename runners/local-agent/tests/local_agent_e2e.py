@@ -202,6 +202,30 @@ class Stack:
         results = [delivered.result async for delivered in handle.results()]
         return results, await handle.outcome()
 
+    async def submit(self, text: str) -> Any:
+        """Deliver a message event without waiting: the run's handle."""
+        self.events += 1
+        envelope = {
+            "event_id": f"evt-{self.events}",
+            "event_type": "message.received",
+            "conversation_id": "conv-1",
+            "input": {"text": text},
+            "delivery": {"surface": "test", "supports_streaming": True},
+        }
+        return await self.host.orchestrator.submit(AgentEventEnvelope.model_validate(envelope))
+
+    async def store_file(self, data: bytes, *, name: str, mime_type: str) -> dict[str, Any]:
+        """Store a file in the conversation and return a file content element referring to it."""
+        record = await self.stores.artifacts.put(
+            data,
+            mime_type=mime_type,
+            name=name,
+            source="platform",
+            owner=ArtifactOwner(conversation_id="conv-1"),
+        )
+        ref = self.stores.artifacts.to_metadata(record).model_dump(mode="json")
+        return {"type": "file", "artifact": ref, "name": name, "mime_type": mime_type}
+
     async def store_image(self, data: bytes) -> dict[str, Any]:
         """Store an image in the conversation and return an image content element referring to it."""
         record = await self.stores.artifacts.put(

@@ -3,7 +3,9 @@ the local agent in process and in its own plugin process, against the fake OpenA
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -343,3 +345,53 @@ async def test_long_history_is_compacted_into_a_summary_the_next_turn_reuses(mak
     assert len(stack.requests()) == 5  # no second compaction
     assert any("SUMMARY: the user asked" in str(m["content"]) for m in fourth["messages"])
     assert "first question" not in str(fourth["messages"])
+
+
+async def test_a_text_file_is_read_through_the_host_artifact_api_and_inlined(make_stack: MakeStack) -> None:
+    """A text attachment's bytes come from the host's artifact store via artifacts.read_range into the prompt."""
+    stack = await make_stack()
+    notes = await stack.store_file(b"launch code: ORANGE-7\n", name="notes.txt", mime_type="text/plain")
+    stack.server.reply("The code is ORANGE-7.")
+    results, outcome = await stack.send(contents=[{"type": "text", "text": "What is the code?"}, notes])
+    assert outcome.status == "completed"
+    text = _user_text(stack.requests()[0])
+    assert text == "What is the code?\n\n[file notes.txt]\nlaunch code: ORANGE-7\n"
+    inputs = _completed(results).metadata["input"]
+    assert inputs == {"images": 0, "files_inlined": 1, "notes": 0}
+
+
+async def test_the_timeout_setting_ends_a_slow_run_and_the_next_request_works(make_stack: MakeStack) -> None:
+    """timeout-seconds bounds the run: a model slower than that ends it with deadline_exceeded, promptly."""
+    stack = await make_stack(**{"timeout-seconds": 1})
+    stack.server.reply("too late", delay=10)
+    started = time.monotonic()
+    results, outcome = await stack.send("slow please", streaming=False)
+    assert time.monotonic() - started < 5
+    assert outcome.status == "failed"
+    failed = _failed(results)
+    assert failed.data.code == "deadline_exceeded"
+    assert failed.data.retryable is True
+    stack.server.reply("quick")
+    again, after = await stack.send("fast please", streaming=False)
+    assert after.status == "completed"
+    assert _final(again) == "quick"
+
+
+async def test_cancelling_a_run_in_flight_ends_it_as_cancelled(make_stack: MakeStack) -> None:
+    """interrupt: the host cancels a run while the model is answering; it ends as cancelled, the next run works."""
+    stack = await make_stack()
+    stack.server.reply("never delivered", delay=10)
+    handle = await stack.submit("long task")
+    for _ in range(500):
+        if stack.requests():
+            break
+        await asyncio.sleep(0.01)
+    assert stack.requests(), "the model request never arrived"
+    assert await stack.host.orchestrator.cancel(handle.run_id)
+    outcome = await asyncio.wait_for(handle.outcome(), 5)
+    assert outcome.status == "failed"
+    assert outcome.code == "cancelled"
+    stack.server.reply("back to normal")
+    again, after = await stack.send("next")
+    assert after.status == "completed"
+    assert _final(again) == "back to normal"
