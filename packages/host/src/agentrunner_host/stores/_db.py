@@ -1,10 +1,13 @@
 """How the stores talk to the engine: one write path, one read path, retries.
 
 SQLite allows one writer at a time, so every write of this process goes through one held connection under an
-``asyncio.Lock`` and starts with ``BEGIN IMMEDIATE`` (the write lock is taken up front, so a transaction never
-fails half-way upgrading a read lock; another process waits up to the busy timeout). Holding the connection
-also skips a pool checkout per write. PostgreSQL writes use pooled connections and rely on row locks;
-serialization failures, deadlocks and unique violations from racing inserts are retried.
+``asyncio.Lock``. Its transactions open implicitly with their first write statement (inside that statement's
+round trip) and write before they read, so the write lock is taken up front as ``BEGIN IMMEDIATE`` would,
+and another process waits up to the busy timeout. Holding the connection also skips a pool checkout per
+write; every SQLAlchemy statement over aiosqlite costs a few thread hops, so round trips are what a write
+pays for. Reads use one held connection too when uncontended, in autocommit (WAL readers never block the
+writer). PostgreSQL writes use pooled connections and rely on row locks; its reads run in autocommit.
+Serialization failures, deadlocks and unique violations from racing inserts are retried.
 """
 
 from __future__ import annotations
