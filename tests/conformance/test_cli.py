@@ -139,3 +139,41 @@ def test_the_requirements_command_lists_every_requirement(capsys: pytest.Capture
     assert cli(["requirements"]) == 0
     out = capsys.readouterr().out
     assert all(requirement_id in out for requirement_id in REQUIREMENTS)
+
+
+def test_out_of_process_checks_a_plugin_directory_through_the_wire(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The runner runs in a child process; its defects are still caught and its back-calls still checked."""
+    (tmp_path / "main.py").write_text(
+        "from agentrunner import AgentRunner, AgentRunnerManifest, I18nObject\n"
+        "\n"
+        "class NoTerminal(AgentRunner):\n"
+        "    manifest = AgentRunnerManifest(id='plugin:t/remote/default', name='default', label=I18nObject(en_US='x'))\n"
+        "\n"
+        "    async def run(self, ctx, api):\n"
+        "        yield self.emitter(ctx).message('from the child')\n"
+    )
+    (tmp_path / "manifest.yaml").write_text(
+        "apiVersion: agentrunner/v1\nkind: AgentRunner\n"
+        "metadata: {author: t, name: remote, label: {en_US: x}}\n"
+        "execution: {python: {path: ./main.py, attr: NoTerminal}}\n"
+    )
+    code = cli(
+        ["check", str(tmp_path), "--out-of-process", "--profile", "quick", "--seed", "1", "--json", "-"]
+    )
+    assert code == 1
+    captured = capsys.readouterr()
+    assert "in its own process" in captured.err
+    report = json.loads(captured.out)
+    assert [r["id"] for r in report["requirements"] if r["outcome"] == "FAIL"] == [
+        "result.terminal.exactly-one"
+    ]
+
+
+def test_out_of_process_passes_the_echo_plugin_directory() -> None:
+    """The echo runner, loaded from runners/echo/manifest.yaml into a child process, is conformant."""
+    echo_dir = Path(__file__).resolve().parents[2] / "runners" / "echo"
+    assert (
+        cli(["check", str(echo_dir), "--out-of-process", "--profile", "quick", "--seed", "2", "--quiet"]) == 0
+    )

@@ -12,11 +12,11 @@ from __future__ import annotations
 import argparse
 import random
 import sys
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TextIO
 
-from .errors import ConformanceError
+from .errors import ConformanceError, TargetError
 from .profiles import PROFILES
 from .requirements import REQUIREMENTS
 
@@ -47,6 +47,11 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     check.add_argument(
         "--only", metavar="ID", action="append", help="check only this requirement (repeatable)"
     )
+    check.add_argument(
+        "--out-of-process",
+        action="store_true",
+        help="run a plugin directory's runner in its own process, over the wire protocol (needs agentrunner-host)",
+    )
     check.add_argument("--quiet", action="store_true", help="no progress display")
     commands.add_parser("requirements", help="list every requirement")
     return parser
@@ -70,15 +75,26 @@ def _check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     for requirement_id in only or ():
         if requirement_id not in REQUIREMENTS:
             raise ConformanceError(f"unknown requirement id {requirement_id!r}")
-    runner = load_target(args.target)
+    close: Callable[[], Awaitable[None]] | None = None
+    if args.out_of_process:
+        from .out_of_process import OutOfProcessTarget
+
+        directory, _, name = args.target.partition("#")
+        if not Path(directory).is_dir():
+            raise TargetError("--out-of-process needs a plugin directory (with a manifest.yaml) as TARGET")
+        remote = OutOfProcessTarget(Path(directory), runner_name=name or None)
+        runner, close = remote.runner_class, remote.aclose
+    else:
+        runner = load_target(args.target)
     seed: int = args.seed if args.seed is not None else random.SystemRandom().randrange(2**32)
-    print(f"checking {runner.manifest.id} (profile {args.profile}, seed {seed})", file=err, flush=True)
+    where = " in its own process" if args.out_of_process else ""
+    print(f"checking {runner.manifest.id}{where} (profile {args.profile}, seed {seed})", file=err, flush=True)
 
     def progress(probe: str, status: str) -> None:
         if not args.quiet:
             print(f"  {probe:15} {status}", file=err, flush=True)
 
-    report = check_runner(runner, profile=args.profile, seed=seed, only=only, progress=progress)
+    report = check_runner(runner, profile=args.profile, seed=seed, only=only, progress=progress, close=close)
     print(report.summary(), file=err if args.json == "-" else out)
     if args.json == "-":
         print(report.to_json(), file=out)

@@ -399,12 +399,14 @@ def check_runner(
     seed: int | None = None,
     only: Collection[str] | None = None,
     progress: ProgressCallback | None = None,
+    close: Callable[[], Awaitable[None]] | None = None,
 ) -> Report:
     """Fuzz a runner against Protocol v1 and report every requirement as PASS, FAIL, SKIPPED or BLOCKED.
 
     *target* is an :class:`~agentrunner.AgentRunner` subclass or a factory returning fresh instances.
     *seed* makes the check reproducible (a random one is chosen and reported otherwise); *only* restricts the
-    check to some requirement ids; *progress* is told about each probe as it runs.
+    check to some requirement ids; *progress* is told about each probe as it runs; *close* is awaited on the
+    check's event loop when it ends (to stop what the runner started there, such as its process).
     """
     started = time.monotonic()
     chosen = PROFILES[profile] if isinstance(profile, str) else profile
@@ -473,6 +475,8 @@ def check_runner(
                 )
                 ignored.add(requirement_id)
                 notify(probe.name, f"failed {requirement_id}")
+        if close is not None:
+            portal.call(close)
 
     report = Report(runner_id=manifest.id, seed=check_seed, profile=chosen.name)
     for requirement_id, req in REQUIREMENTS.items():
