@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator
 from typing import Any, ClassVar
@@ -75,3 +76,20 @@ class AgentRunner(ABC):
     def emitter(ctx: AgentRunContext) -> ResultEmitter:
         """A fresh :class:`ResultEmitter` for this run."""
         return ResultEmitter(ctx.run_id)
+
+    @staticmethod
+    def create_external_mcp_bridge(ctx: AgentRunContext, api: AgentRunAPI, *, server: Any = None) -> Any:
+        """The run-scoped MCP bridge for an external harness (OFFICIAL_RUNNER_PLUGINS §6.2).
+
+        Use as ``async with self.create_external_mcp_bridge(ctx, api) as bridge:``; the bridge offers the run's
+        authorized host tools to Claude Code, Codex and friends, and every call goes through *api*. It lives in
+        the optional package ``agentrunner-mcp-bridge`` and is imported only here, so the SDK itself never
+        imports ``mcp``.
+        """
+        try:
+            module = importlib.import_module("agentrunner_mcp")
+        except ImportError as exc:
+            raise RunnerDefinitionError(
+                "create_external_mcp_bridge needs the agentrunner-mcp-bridge package: pip install agentrunner-mcp-bridge"
+            ) from exc
+        return module.create_external_mcp_bridge(ctx, api, server=server)
