@@ -7,7 +7,7 @@ run stay on it (the tool loop does not hop back to a model that already failed).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -177,7 +177,7 @@ class ModelChain:
         *,
         deadline: Deadline,
         tools: list[dict[str, Any]] | None = None,
-    ) -> AsyncIterator[str]:
+    ) -> AsyncGenerator[str]:
         """A streamed completion: yields visible text pieces and fills *output*.
 
         A model that fails before any text was shown is left for the next one; once text reached the user a

@@ -11,7 +11,8 @@ instance between runs.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import aclosing
 from typing import Final
 
 from agentrunner import (
@@ -61,8 +62,10 @@ class LocalAgentRunner(AgentRunner):
         out = self.emitter(ctx)
         turn = _Turn(ctx, api, out)
         try:
-            async for result in turn.run():
-                yield result
+            # aclosing: when the host stops consuming, the nested streams close now (and release their back-calls).
+            async with aclosing(turn.run()) as results:
+                async for result in results:
+                    yield result
         except RunFailure as failure:
             yield out.fail(
                 failure.code,
@@ -93,22 +96,33 @@ class _Turn:
     def __init__(self, ctx: AgentRunContext, api: AgentRunAPI, out: ResultEmitter) -> None:
         self.ctx, self.api, self.out = ctx, api, out
         self.config = LocalAgentConfig.from_mapping(ctx.config)
+        """The binding's config, read once."""
         self.deadline = Deadline(
             host_deadline=ctx.runtime.deadline_at, timeout_seconds=self.config.timeout_seconds
         )
+        """The earlier of the host's deadline and ``timeout-seconds``."""
         self.started = time.monotonic()
+        """When the run started (for ``latency_ms``)."""
         self.chain: ModelChain | None = None
+        """The granted models; ``None`` until the config is checked."""
         self.retrieval = Retrieval()
+        """What knowledge retrieval found."""
         self.history = HistoryWindow()
+        """The history sent to the model."""
         self.user = UserInput()
+        """The user message's parts."""
         self.history_budget = 0
+        """Tokens of history allowed this turn."""
         self.tool_rounds = 0
+        """Model/tool round trips made."""
         self.tool_calls = 0
+        """Tool calls the model asked for."""
         self.tool_errors = 0
+        """Tool calls that failed or were refused."""
 
     # -- the run -----------------------------------------------------------------------------------------
 
-    async def run(self) -> AsyncIterator[AgentRunResult]:
+    async def run(self) -> AsyncGenerator[AgentRunResult]:
         ctx, api, out, config = self.ctx, self.api, self.out, self.config
         if not config.model_chain:
             raise RunFailure("config.missing", "no model is configured: set the 'model' field of the binding")
@@ -171,11 +185,13 @@ class _Turn:
             if streaming:
                 output = RoundOutput()
                 separated = not any(texts)
-                async for piece in chain.stream(api, messages, output, deadline=self.deadline, tools=offer):
-                    if not separated:
-                        separated = True
-                        yield out.delta("\n\n")
-                    yield out.delta(piece)
+                pieces = chain.stream(api, messages, output, deadline=self.deadline, tools=offer)
+                async with aclosing(pieces):
+                    async for piece in pieces:
+                        if not separated:
+                            separated = True
+                            yield out.delta("\n\n")
+                        yield out.delta(piece)
             else:
                 output = await chain.invoke(api, messages, deadline=self.deadline, tools=offer)
             texts.append(output.text)
@@ -190,8 +206,9 @@ class _Turn:
             ]
             messages.append(ChatMessage(role="assistant", content=output.text or None, tool_calls=calls))
             for call in calls:
-                async for result in self._call_tool(toolbox, call, messages):
-                    yield result
+                async with aclosing(self._call_tool(toolbox, call, messages)) as tool_results:
+                    async for result in tool_results:
+                        yield result
 
         final = "\n\n".join(t for t in texts if t)
         if not final.strip():
@@ -254,7 +271,7 @@ class _Turn:
 
     async def _call_tool(
         self, toolbox: Toolbox, call: ModelToolCall, messages: list[ChatMessage]
-    ) -> AsyncIterator[AgentRunResult]:
+    ) -> AsyncGenerator[AgentRunResult]:
         out = self.out
         tool = toolbox.resolve(call.name)
         name = tool.tool_name if tool is not None else call.name
