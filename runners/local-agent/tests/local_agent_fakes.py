@@ -69,6 +69,7 @@ class FakeHost:
         self.state: dict[str, Any] = {}
         self.artifacts: dict[str, bytes] = {}
         self.errors: dict[str, APIError] = {}
+        self.streams_closed = 0
 
     # -- scripting ----------------------------------------------------------------------------------------
 
@@ -184,17 +185,20 @@ class FakeHost:
             if reply.chunks is not None
             else [reply.text[i : i + 3] for i in range(0, len(reply.text), 3)]
         )
-        for n, piece in enumerate(chunks):
-            if reply.error is not None and n >= reply.fail_after_chunks:
+        try:
+            for n, piece in enumerate(chunks):
+                if reply.error is not None and n >= reply.fail_after_chunks:
+                    raise reply.error
+                yield {"delta": piece}
+            if reply.error is not None:
                 raise reply.error
-            yield {"delta": piece}
-        if reply.error is not None:
-            raise reply.error
-        yield {
-            "tool_calls": reply.tool_calls,
-            "finish_reason": "tool_calls" if reply.tool_calls else reply.finish_reason,
-            "usage": _usage(reply),
-        }
+            yield {
+                "tool_calls": reply.tool_calls,
+                "finish_reason": "tool_calls" if reply.tool_calls else reply.finish_reason,
+                "usage": _usage(reply),
+            }
+        finally:
+            self.streams_closed += 1
 
     async def _next(self, model_id: str) -> FakeReply:
         queue = self.replies.get(model_id)

@@ -724,6 +724,19 @@ async def test_cancelling_the_run_propagates_cancelled_error() -> None:
         await task
 
 
+async def test_closing_the_run_early_closes_the_model_stream_at_once() -> None:
+    """When the host stops consuming mid-stream, the runner's back-call stream is closed before aclose returns."""
+    host = FakeHost()
+    host.script("m1", FakeReply(text="a b c d", chunks=["a ", "b ", "c ", "d"]))
+    ctx = make_ctx("x", models=[model("m1")], streaming=True)
+    run = LocalAgentRunner().run(ctx, AgentRunAPI(host, run_id=ctx.run_id))
+    first = await anext(run)
+    assert isinstance(first, MessageDeltaResult)
+    assert host.streams_closed == 0
+    await run.aclose()  # type: ignore[attr-defined]
+    assert host.streams_closed == 1
+
+
 async def test_one_instance_serves_concurrent_runs_without_sharing_state() -> None:
     """Two concurrent runs on one instance each see their own config and answer; the instance stays empty."""
     runner = LocalAgentRunner()
