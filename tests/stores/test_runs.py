@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from agentrunner import RunFailedResult
 from agentrunner_host.access import ConversationKey
@@ -14,7 +16,7 @@ from agentrunner_host.stores import (
     RunFinish,
     RunStateError,
 )
-from sqlalchemy import text
+from sqlalchemy import event, text
 
 from .helpers import item, run_start, uid
 
@@ -201,3 +203,73 @@ async def test_run_results_are_deleted_with_their_run(stores: HostStores) -> Non
     async with stores.engine.begin() as conn:
         await conn.execute(text("DELETE FROM runs WHERE run_id = 'r1'"))
     assert await stores.runs.results_after("r1", after_host_seq=0, limit=10) == []
+
+
+async def test_concurrent_runs_are_all_stored_with_gapless_transcripts(stores: HostStores) -> None:
+    """Thirty runs starting and finishing at once in three conversations are all stored, items numbered 1..20."""
+    conversations = [ConversationKey(f"busy-{n}") for n in range(3)]
+
+    async def one(n: int) -> None:
+        conversation = conversations[n % 3]
+        run_id = f"r{n}"
+        await stores.runs.start(run_start(run_id, conversation, user_turn=item(conversation, f"q{n}")))
+        await stores.runs.finish(
+            RunFinish(
+                run_id=run_id,
+                status="completed",
+                ended_at=n,
+                results=_results(run_id, 5),
+                transcript=[item(conversation, f"a{n}", role="assistant", run_id=run_id)],
+            )
+        )
+
+    await asyncio.gather(*(one(n) for n in range(30)))
+    for conversation in conversations:
+        items, _ = await stores.transcript.page(conversation=conversation, limit=100)
+        assert [i.seq for i in items] == list(range(1, 21))
+    for n in range(30):
+        run = await stores.runs.get(f"r{n}")
+        assert run is not None and (run.status, run.ended_at) == ("completed", n)
+        assert len(await stores.runs.results_after(f"r{n}", after_host_seq=0, limit=10)) == 5
+
+
+async def test_a_bad_request_in_a_group_fails_alone(stores: HostStores) -> None:
+    """Among concurrent starts and finishes, only the duplicate start and the unknown finish fail."""
+    await stores.runs.start(run_start("taken", C1))
+    starts = await asyncio.gather(
+        *(stores.runs.start(run_start(run_id, C1)) for run_id in ("s1", "s2", "taken", "s3")),
+        return_exceptions=True,
+    )
+    assert [type(o).__name__ for o in starts] == ["NoneType", "NoneType", "RunExistsError", "NoneType"]
+    finishes = await asyncio.gather(
+        *(
+            stores.runs.finish(
+                RunFinish(run_id=run_id, status="completed", ended_at=1, results=_results(run_id, 2))
+            )
+            for run_id in ("s1", "ghost", "s2", "s3")
+        ),
+        return_exceptions=True,
+    )
+    assert [type(o).__name__ for o in finishes] == ["NoneType", "RunStateError", "NoneType", "NoneType"]
+    for run_id in ("s1", "s2", "s3"):
+        run = await stores.runs.get(run_id)
+        assert run is not None and run.status == "completed"
+        assert len(await stores.runs.results_after(run_id, after_host_seq=0, limit=10)) == 2
+
+
+async def test_concurrent_runs_share_commits_on_sqlite(stores: HostStores) -> None:
+    """On SQLite, twenty runs started at once are written in fewer than twenty transactions."""
+    if stores.engine.dialect.name != "sqlite":
+        pytest.skip("group commit applies to the single SQLite writer only")
+    commits: list[int] = []
+
+    def count(_conn: object) -> None:
+        commits.append(1)
+
+    event.listen(stores.engine.sync_engine, "commit", count)
+    try:
+        await asyncio.gather(*(stores.runs.start(run_start(f"g{n}", C1)) for n in range(20)))
+    finally:
+        event.remove(stores.engine.sync_engine, "commit", count)
+    assert 1 <= len(commits) < 20
+    assert len(await stores.runs.list_running()) == 20

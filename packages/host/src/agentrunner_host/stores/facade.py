@@ -72,5 +72,6 @@ class HostStores:
         return stores
 
     async def aclose(self) -> None:
-        """Release the connections the stores hold (not the engine)."""
+        """Finish grouped writes in flight and release the connections the stores hold (not the engine)."""
+        await self.runs.aclose()
         await self._db.aclose()

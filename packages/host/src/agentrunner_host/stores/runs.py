@@ -9,19 +9,21 @@ reconnecting clients can replay.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, cast
 
 from agentrunner.results import RunFailedData, RunFailedResult
-from sqlalchemy import RowMapping, Table, func, insert, select, update
+from sqlalchemy import RowMapping, Table, bindparam, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from agentrunner_host.access import ConversationKey
 
+from ._batch import Coalescer
 from ._db import Database, now_ms
 from ._facts import write_facts
 from .errors import RunExistsError, RunStateError
-from .models import ResultRow, RunRow
+from .models import JSONText, ResultRow, RunRow
 from .records import EventEntry, TranscriptEntry
 
 __all__ = [
@@ -187,6 +189,42 @@ def _result_from_row(m: RowMapping) -> ResultRecord:
     )
 
 
+def _run_row(start: RunStart) -> dict[str, Any]:
+    conversation = start.conversation
+    return {
+        "run_id": start.run_id,
+        "runner_id": start.runner_id,
+        "plugin_id": start.plugin_id,
+        "binding_id": start.binding_id,
+        "event_id": start.event_id,
+        "conversation_id": None if conversation is None else conversation.conversation_id,
+        "thread_id": None if conversation is None else conversation.thread_id,
+        "workspace_id": None if conversation is None else conversation.workspace_id,
+        "status": "running",
+        "code": None,
+        "message": None,
+        "snapshot": start.snapshot,
+        "snapshot_hash": start.snapshot_hash,
+        "deadline_at": start.deadline_at,
+        "started_at": start.started_at,
+        "ended_at": None,
+        "usage": {},
+    }
+
+
+_GROUP_FINISH: Final = (
+    update(RUNS)
+    .where(RUNS.c.run_id == bindparam("b_run_id"), RUNS.c.status == "running")
+    .values(
+        status=bindparam("b_status"),
+        code=bindparam("b_code"),
+        message=bindparam("b_message"),
+        ended_at=bindparam("b_ended_at"),
+        usage=bindparam("b_usage", type_=JSONText()),
+    )
+)
+
+
 def _result_row(result: ResultRecord) -> dict[str, Any]:
     return {
         "run_id": result.run_id,
@@ -199,44 +237,61 @@ def _result_row(result: ResultRecord) -> dict[str, Any]:
 
 
 class RunStore:
-    """Runs and their results (``stores.runs``)."""
+    """Runs and their results (``stores.runs``).
+
+    On SQLite, starts (and finishes) of runs that arrive while the writer is busy are written together: one
+    transaction and one multi-row statement per table for the group (see :mod:`._batch`). Each caller still
+    gets its own outcome, and a lone request is written at once.
+    """
 
     def __init__(self, db: Database) -> None:
         self._db = db
+        self._starts = Coalescer(self._write_starts)
+        self._finishes = Coalescer(self._write_finishes)
 
     async def start(self, start: RunStart) -> None:
-        """Store the run as ``running`` with its start records and user item, in one transaction."""
-        conversation = start.conversation
+        """Store the run as ``running`` with its start records and user item, in one transaction.
+
+        Raises :class:`RunExistsError` when the run id is already stored (nothing is written).
+        """
+        if self._db.is_sqlite:
+            await self._starts.submit(start)
+        else:
+            await self._write_starts([start])
+
+    async def finish(self, finish: RunFinish) -> None:
+        """Store the outcome, every result, the transcript items and host records, in one transaction.
+
+        Raises :class:`RunStateError` when the run is unknown or already finished (nothing is written).
+        """
+        if self._db.is_sqlite:
+            await self._finishes.submit(finish)
+        else:
+            await self._write_finishes([finish])
+
+    async def aclose(self) -> None:
+        """Wait for grouped writes in flight."""
+        await self._starts.aclose()
+        await self._finishes.aclose()
+
+    async def _write_starts(self, starts: Sequence[RunStart]) -> None:
+        run_ids = [s.run_id for s in starts]
 
         async def work(conn: AsyncConnection, careful: bool) -> None:
             # optimistic first: a unique violation (known run or event id) brings us back here carefully
             if careful:
-                found = await conn.execute(select(RUNS.c.run_id).where(RUNS.c.run_id == start.run_id))
-                if found.first() is not None:
-                    raise RunExistsError(f"run {start.run_id} is already stored")
-            await conn.execute(
-                insert(RUNS).values(
-                    run_id=start.run_id,
-                    runner_id=start.runner_id,
-                    plugin_id=start.plugin_id,
-                    binding_id=start.binding_id,
-                    event_id=start.event_id,
-                    conversation_id=None if conversation is None else conversation.conversation_id,
-                    thread_id=None if conversation is None else conversation.thread_id,
-                    workspace_id=None if conversation is None else conversation.workspace_id,
-                    status="running",
-                    snapshot=start.snapshot,
-                    snapshot_hash=start.snapshot_hash,
-                    deadline_at=start.deadline_at,
-                    started_at=start.started_at,
-                    usage={},
-                )
-            )
+                found = await conn.execute(select(RUNS.c.run_id).where(RUNS.c.run_id.in_(run_ids)))
+                known = found.scalars().first()
+                if known is not None:
+                    raise RunExistsError(f"run {known} is already stored")
+            if len(set(run_ids)) != len(run_ids):
+                raise RunExistsError("the same run is started twice")
+            await conn.execute(insert(RUNS), [_run_row(s) for s in starts])
             await write_facts(
                 conn,
                 self._db.dialect,
-                events=start.start_events,
-                items=[start.user_turn] if start.user_turn is not None else [],
+                events=[event for s in starts for event in s.start_events],
+                items=[s.user_turn for s in starts if s.user_turn is not None],
                 now=now_ms(),
                 careful=careful,
                 returning=False,
@@ -244,33 +299,54 @@ class RunStore:
 
         await self._db.transact_optimistic(work)
 
-    async def finish(self, finish: RunFinish) -> None:
-        """Store the outcome, every result, the transcript items and host records, in one transaction.
-
-        Raises :class:`RunStateError` when the run is unknown or already finished (nothing is written).
-        """
+    async def _write_finishes(self, finishes: Sequence[RunFinish]) -> None:
+        run_ids = [f.run_id for f in finishes]
 
         async def work(conn: AsyncConnection, careful: bool) -> None:
-            updated = await conn.execute(
-                update(RUNS)
-                .where(RUNS.c.run_id == finish.run_id, RUNS.c.status == "running")
-                .values(
-                    status=finish.status,
-                    code=finish.code,
-                    message=finish.message,
-                    ended_at=finish.ended_at,
-                    usage=finish.usage,
+            if len(finishes) == 1:
+                finish = finishes[0]
+                updated = await conn.execute(
+                    update(RUNS)
+                    .where(RUNS.c.run_id == finish.run_id, RUNS.c.status == "running")
+                    .values(
+                        status=finish.status,
+                        code=finish.code,
+                        message=finish.message,
+                        ended_at=finish.ended_at,
+                        usage=finish.usage,
+                    )
                 )
-            )
-            if updated.rowcount != 1:
-                raise RunStateError(f"run {finish.run_id} is unknown or not running")
-            if finish.results:
-                await conn.execute(insert(RESULTS), [_result_row(r) for r in finish.results])
+                if updated.rowcount != 1:
+                    raise RunStateError(f"run {finish.run_id} is unknown or not running")
+            else:
+                # the writer lock is held: nobody can change these rows between the check and the update
+                found = await conn.execute(
+                    select(RUNS.c.run_id).where(RUNS.c.run_id.in_(run_ids), RUNS.c.status == "running")
+                )
+                if len(set(found.scalars().all())) != len(run_ids):
+                    raise RunStateError("a run of the group is unknown, not running, or finished twice")
+                await conn.execute(
+                    _GROUP_FINISH,
+                    [
+                        {
+                            "b_run_id": f.run_id,
+                            "b_status": f.status,
+                            "b_code": f.code,
+                            "b_message": f.message,
+                            "b_ended_at": f.ended_at,
+                            "b_usage": f.usage,
+                        }
+                        for f in finishes
+                    ],
+                )
+            results = [_result_row(r) for f in finishes for r in f.results]
+            if results:
+                await conn.execute(insert(RESULTS), results)
             await write_facts(
                 conn,
                 self._db.dialect,
-                events=finish.events,
-                items=finish.transcript,
+                events=[event for f in finishes for event in f.events],
+                items=[item for f in finishes for item in f.transcript],
                 now=now_ms(),
                 careful=careful,
                 returning=False,
