@@ -872,3 +872,48 @@ async def test_a_tool_whose_detail_fails_is_still_offered_with_an_open_schema() 
         "description": "lookup",
         "parameters": {"type": "object", "properties": {}},
     }
+
+
+async def test_a_model_granted_only_for_stream_answers_a_plain_surface_in_one_message() -> None:
+    """Without the invoke operation the runner streams the model and sends one message, no deltas."""
+    host = FakeHost()
+    host.script("m1", "streamed but whole")
+    ctx = make_ctx("x", models=[{"model_id": "m1", "operations": ["stream"]}], streaming=False)
+    results = await drive(host, ctx)
+    assert host.actions() == ["models.stream"]
+    assert not only(results, MessageDeltaResult)
+    assert _text(results) == "streamed but whole"
+
+
+async def test_a_knowledge_base_refused_as_unauthorized_fails_the_run() -> None:
+    """The host refusing a granted knowledge base is not skipped like an outage: the run fails unauthorized."""
+    host = FakeHost()
+    host.errors["knowledge.retrieve"] = UnauthorizedError("knowledge base 'kb-1' is not granted in this run")
+    ctx = make_ctx("q", models=[model("m1")], knowledge_bases=["kb-1"], config={"knowledge-bases": ["kb-1"]})
+    results = await drive(host, ctx)
+    assert _failed(results).data.code == "unauthorized"
+    assert host.model_calls() == []
+
+
+async def test_a_failing_rerank_keeps_the_retrieval_order() -> None:
+    """A rerank error is reported in the metadata and the passages keep their score order."""
+    host = FakeHost()
+    host.hits["kb-1"] = [
+        {"text": "low", "score": 0.1, "kb_id": "kb-1"},
+        {"text": "high", "score": 0.9, "kb_id": "kb-1"},
+    ]
+    host.errors["models.rerank"] = RuntimeAPIError("reranker down")
+    host.script("m1", "ok")
+    ctx = make_ctx(
+        "q",
+        models=[model("m1"), {"model_id": "rr", "model_type": "rerank", "operations": ["rerank"]}],
+        knowledge_bases=["kb-1"],
+        config={"knowledge-bases": ["kb-1"], "rerank-model": "rr"},
+    )
+    results = await drive(host, ctx)
+    knowledge = host.model_calls()[0]["messages"][-1]["content"]
+    assert knowledge.index("[1] high") < knowledge.index("[2] low")
+    retrieval = _completed(results).metadata["retrieval"]
+    assert isinstance(retrieval, dict)
+    assert retrieval["reranked"] is False
+    assert retrieval["errors"] == [{"rerank_model": "rr", "code": "runtime_error"}]

@@ -8,6 +8,7 @@ run stay on it (the tool loop does not hop back to a model that already failed).
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Sequence
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -149,6 +150,15 @@ class ModelChain:
         """One completion, falling back along the chain."""
         while True:
             model = self.current
+            if "invoke" not in model.operations:
+                # Granted for streaming only: stream it and keep the text instead of showing it piece by piece.
+                output = RoundOutput()
+                async with aclosing(
+                    self.stream(api, messages, output, deadline=deadline, tools=tools)
+                ) as pieces:
+                    async for _ in pieces:
+                        pass
+                return output
             try:
                 async with deadline.scope():
                     response: ModelResponse = await api.models.invoke(
