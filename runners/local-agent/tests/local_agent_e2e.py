@@ -1,9 +1,8 @@
 """End-to-end harness: the real host (stores on SQLite, OpenAI-compatible model provider) with the local agent
 either in process or in its own plugin process, against the shared fake OpenAI server on loopback.
 
-The shared fake server lives in the repository's ``tests/`` directory and the plugin runtime in
-``agentrunner_host.runtime``; both are loaded by name at run time (typed ``Any`` here), so this module does not
-tie the runner's type checking to test helpers of other packages.
+The shared fake server lives in the repository's ``tests/`` directory, outside this package's import roots; it
+is loaded from its file at run time (typed ``Any`` here).
 """
 
 from __future__ import annotations
@@ -14,7 +13,7 @@ import importlib.util
 import shutil
 import sys
 import tempfile
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ from typing import Any
 from agentrunner import (
     AgentResources,
     AgentRunResult,
+    BackCallRequest,
     KnowledgeBaseResource,
     KnowledgeHit,
     KnowledgeRetrieveResult,
@@ -33,10 +33,12 @@ from agentrunner.actions import KnowledgeRetrieveParams, ToolCallParams
 from agentrunner_host.access import RunAccess
 from agentrunner_host.catalog import ResourceCatalog
 from agentrunner_host.db import DATABASE_FILE_NAME, create_engine, default_sqlite_url, upgrade
+from agentrunner_host.dispatcher import BackCallDispatcher
 from agentrunner_host.host import Host
 from agentrunner_host.models import AgentBinding, AgentEventEnvelope, ResourcePolicy, RunPolicy
 from agentrunner_host.orchestrator import RunOutcome
 from agentrunner_host.providers_models import ModelConfig, OpenAICompatibleModels
+from agentrunner_host.runtime import RuntimeOptions, SubprocessRunnerConnection, discover_plugins
 from agentrunner_host.stores import HostStores
 from agentrunner_host.stores.artifacts import ArtifactOwner
 from agentrunner_runner_local_agent import RUNNER_ID, LocalAgentRunner
@@ -75,44 +77,39 @@ def load_fake_openai() -> Any:
     return module
 
 
-def load_runtime() -> Any | None:
-    """``agentrunner_host.runtime`` when this checkout has it."""
-    try:
-        return importlib.import_module("agentrunner_host.runtime")
-    except ImportError:
-        return None
-
-
 class SwitchingHandler:
     """The back-call handler of the shared plugin process: forwards to the current test's host dispatcher, so one
     warm plugin process serves every test of a module (as one serves many runs in production)."""
 
     def __init__(self) -> None:
-        self.target: Any = None
+        self.target: BackCallDispatcher | None = None
 
-    async def handle(self, request: Any) -> dict[str, Any]:
-        result: dict[str, Any] = await self.target.handle(request)
-        return result
+    def _dispatcher(self) -> BackCallDispatcher:
+        assert self.target is not None, "no host is using the shared plugin process"
+        return self.target
 
-    def handle_stream(self, request: Any) -> Any:
-        return self.target.handle_stream(request)
+    async def handle(self, request: BackCallRequest) -> dict[str, Any]:
+        return await self._dispatcher().handle(request)
+
+    def handle_stream(self, request: BackCallRequest) -> AsyncIterator[dict[str, Any]]:
+        return self._dispatcher().handle_stream(request)
 
 
 @dataclass
 class SharedPlugin:
     """The local-agent plugin running in its own process (started from ``manifest.yaml``)."""
 
-    connection: Any
+    connection: SubprocessRunnerConnection
     handler: SwitchingHandler
 
     @classmethod
-    def start(cls, runtime: Any) -> SharedPlugin:
+    def start(cls) -> SharedPlugin:
         """A connection whose process starts on first use."""
-        found = runtime.discover_plugins([PLUGIN_DIR])
+        found = discover_plugins([PLUGIN_DIR])
         assert found.warnings == []
         handler = SwitchingHandler()
-        connection = runtime.SubprocessRunnerConnection(
-            found.plugins[PLUGIN_ID], handler, options=runtime.RuntimeOptions(close_grace=2.0)
+        connection = SubprocessRunnerConnection(
+            found.plugins[PLUGIN_ID], handler, options=RuntimeOptions(close_grace=2.0)
         )
         return cls(connection=connection, handler=handler)
 
@@ -172,7 +169,7 @@ class Stack:
     knowledge: FakeKnowledgeProvider
     binding: AgentBinding
     events: int = 0
-    runtime_connection: Any = None
+    runtime_connection: SubprocessRunnerConnection | None = None
     seen_resources: list[AgentResources] = field(default_factory=list[AgentResources])
 
     def requests(self) -> list[dict[str, Any]]:
@@ -318,7 +315,7 @@ async def open_stack(
         knowledge=knowledge,
         stores=stores,
     )
-    connection: Any = None
+    connection: SubprocessRunnerConnection | None = None
     if plugin is not None:
         plugin.handler.target = host.dispatcher
         connection = plugin.connection

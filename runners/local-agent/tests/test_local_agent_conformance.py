@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from agentrunner_conformance import Outcome, check_runner
-from agentrunner_runner_local_agent import LocalAgentRunner
+from agentrunner_conformance.out_of_process import OutOfProcessTarget
+from agentrunner_runner_local_agent import RUNNER_ID, LocalAgentRunner
+
+PLUGIN_DIR = Path(__file__).resolve().parents[1]
 
 
 def test_the_local_agent_passes_the_conformance_kit_on_the_quick_profile() -> None:
@@ -20,3 +25,17 @@ def test_the_local_agent_passes_the_conformance_kit_on_the_quick_profile() -> No
     skipped = {rid for rid, r in report.results.items() if r.outcome is Outcome.SKIPPED}
     assert "isolation.no-instance-state" not in skipped
     assert "capability.streaming.deltas-match-message" not in skipped
+
+
+def test_the_local_agent_passes_the_conformance_kit_in_its_own_plugin_process() -> None:
+    """The same check over the wire: the runner started from manifest.yaml in a child process."""
+    target = OutOfProcessTarget(PLUGIN_DIR)
+    assert target.manifest.id == RUNNER_ID
+    report = check_runner(target.runner_class, profile="quick", seed=20261130, close=target.aclose)
+    problems = {
+        rid: f"{r.outcome.name}: {r.message}"
+        for rid, r in report.results.items()
+        if r.outcome not in (Outcome.PASS, Outcome.SKIPPED)
+    }
+    assert problems == {}
+    assert report.ok

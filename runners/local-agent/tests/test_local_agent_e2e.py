@@ -20,7 +20,7 @@ from agentrunner import (
     ToolCallCompletedResult,
     ToolCallStartedResult,
 )
-from local_agent_e2e import SharedPlugin, Stack, StackOptions, load_fake_openai, load_runtime, open_stack
+from local_agent_e2e import SharedPlugin, Stack, StackOptions, load_fake_openai, open_stack
 
 # One event loop for the module, so one plugin process serves every out-of-process test.
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -34,19 +34,13 @@ _PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 64
 def mode(request: pytest.FixtureRequest) -> str:
     """Where the runner runs: in the host's process, or in a plugin process speaking the wire protocol."""
     chosen: str = request.param
-    if chosen == "subprocess" and load_runtime() is None:
-        pytest.skip("this checkout has no out-of-process plugin runtime (agentrunner_host.runtime)")
     return chosen
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def plugin_process() -> AsyncIterator[SharedPlugin | None]:
+async def plugin_process() -> AsyncIterator[SharedPlugin]:
     """The local-agent plugin in its own process, shared by the module's out-of-process tests."""
-    runtime = load_runtime()
-    if runtime is None:
-        yield None
-        return
-    plugin = SharedPlugin.start(runtime)
+    plugin = SharedPlugin.start()
     try:
         yield plugin
     finally:
@@ -62,7 +56,7 @@ async def server() -> AsyncIterator[Any]:
 
 @pytest_asyncio.fixture(loop_scope="module")
 async def make_stack(
-    tmp_path: Path, server: Any, mode: str, plugin_process: SharedPlugin | None
+    tmp_path: Path, server: Any, mode: str, plugin_process: SharedPlugin
 ) -> AsyncIterator[MakeStack]:
     """Builds a host + runner stack with scenario options; closes it after the test."""
     async with contextlib.AsyncExitStack() as exits:
