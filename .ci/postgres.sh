@@ -12,7 +12,7 @@ if [ -z "$pg_bin" ]; then
     if [ -x "$d/initdb" ]; then pg_bin="$d"; fi
   done
 fi
-pg_dir="$(pwd)/.ci/.pg"
+pg_dir="${AGENTRUNNER_PG_DIR:-$(pwd)/.ci/.pg}"   # override to run a second cluster next to a running one
 pg_port="${AGENTRUNNER_PG_PORT:-54329}"
 rm -rf "$pg_dir"
 mkdir -p "$pg_dir"
