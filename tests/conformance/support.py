@@ -25,8 +25,8 @@ FAST = Profile(
     max_examples=15,
     stateful_steps=6,
     stateful_examples=5,
-    cancel_grace=0.05,
-    deadline_grace=0.2,
+    cancel_grace=0.02,
+    deadline_grace=0.1,
 )
 """Enough examples to catch every gallery runner, small enough to keep the suite fast."""
 
