@@ -7,7 +7,7 @@ import asyncio
 from agentrunner_host.access import ConversationKey
 from agentrunner_host.stores import MAX_SUMMARY_CHARS, HostStores
 
-from .helpers import event, uid
+from .helpers import event, item, uid
 
 
 async def test_events_are_numbered_per_conversation_from_one(stores: HostStores) -> None:
@@ -153,3 +153,15 @@ async def test_a_batch_naming_one_id_twice_stores_it_once(stores: HostStores) ->
     outcomes = await stores.events.append_many([entry, entry, event("c1")])
     assert [o.duplicate for o in outcomes] == [False, True, False]
     assert [o.event.seq for o in outcomes] == [1, 1, 2]
+
+
+async def test_positions_reads_both_newest_seqs(stores: HostStores) -> None:
+    """``positions`` returns the newest transcript seq and the newest real event seq of the thread."""
+    conversation = ConversationKey("c1")
+    assert await stores.positions(conversation=conversation) == (None, None)
+    await stores.events.append(event("c1"))
+    await stores.events.append_many([event("c1", kind="host", source="host")])
+    await stores.transcript.append_many(
+        [item(conversation), item(conversation), item(ConversationKey("c1", "t"))]
+    )
+    assert await stores.positions(conversation=conversation) == (2, 1)

@@ -285,8 +285,7 @@ class PullAPI:
         conversation = access.conversation
         if conversation is None:
             return HistoryHandles()
-        latest = await self._stores.transcript.latest_seq(conversation=conversation)
-        event_seq = await self._stores.events.latest_seq(conversation=conversation)
+        latest, event_seq = await self._stores.positions(conversation=conversation)
         return HistoryHandles(
             latest_cursor=self.history_cursor(conversation, 2 * (latest or 0) + 1),
             transcript_seq=latest,

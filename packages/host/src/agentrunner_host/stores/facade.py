@@ -4,12 +4,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from agentrunner_host.access import ConversationKey
+
 from ._db import Database
+from ._sql import main_line
 from .artifacts import ArtifactStore
 from .events import EventLog
 from .idempotency import IdempotencyStore
+from .records import EVENTS, ITEMS
 from .runs import RunStore
 from .state import StateStore
 from .storage import DEFAULT_STORAGE_MAX_BYTES, StorageStore
@@ -56,6 +61,32 @@ class HostStores:
     def engine(self) -> AsyncEngine:
         """The injected engine."""
         return self._db.engine
+
+    async def positions(self, *, conversation: ConversationKey) -> tuple[int | None, int | None]:
+        """The newest transcript seq and the newest event seq (real events, not host records) of the
+        conversation's thread, read in one round trip (what a run context needs when it starts)."""
+        thread = main_line(conversation.thread_id)
+        transcript = (
+            select(ITEMS.c.seq)
+            .where(ITEMS.c.conversation_id == conversation.conversation_id, ITEMS.c.thread_id == thread)
+            .order_by(ITEMS.c.seq.desc())
+            .limit(1)
+            .scalar_subquery()
+        )
+        events = (
+            select(EVENTS.c.seq)
+            .where(
+                EVENTS.c.conversation_id == conversation.conversation_id,
+                EVENTS.c.thread_id == thread,
+                EVENTS.c.kind == "event",
+            )
+            .order_by(EVENTS.c.seq.desc())
+            .limit(1)
+            .scalar_subquery()
+        )
+        async with self._db.read() as conn:
+            row = (await conn.execute(select(transcript, events))).one()
+        return row[0], row[1]
 
     @classmethod
     async def open(
