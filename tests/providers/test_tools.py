@@ -300,3 +300,20 @@ async def test_one_session_serves_concurrent_calls(stdio_tools: HostTools) -> No
     """Concurrent calls share the server's single session and each gets its own answer."""
     results = await asyncio.gather(*(_call(stdio_tools, "tiny__add", a=i, b=1) for i in range(8)))
     assert [r.content for r in results] == [{"result": i + 1} for i in range(8)]
+
+
+async def test_several_servers_are_listed_together_and_a_broken_one_does_not_hide_the_others() -> None:
+    """Servers start in parallel; each keeps its own namespace and a failing one only loses its own tools."""
+    broken = MCPServerConfig(
+        name="broken", transport="stdio", command=sys.executable, args=["-c", "raise SystemExit(1)"]
+    )
+    tools = HostTools(
+        mcp_servers=[_stdio("one", tools=["add"]), _stdio("two", tools=["add"]), broken], python_tools=[]
+    )
+    try:
+        names = sorted(t.tool_name for t in await tools.refresh())
+        result = await _call(tools, "two__add", a=1, b=1)
+    finally:
+        await tools.aclose()
+    assert names == ["one__add", "two__add"]
+    assert result.content == {"result": 2}

@@ -425,11 +425,13 @@ class HostTools:
         """(Re)list the tools of every MCP server (or one); a server that fails is logged and keeps its
         previous list. Returns the catalog entries."""
         targets = [self._servers[server]] if server is not None else list(self._servers.values())
-        for connection in targets:
-            try:
-                await connection.list_tools()
-            except Exception as exc:
-                log.warning("listing the tools of MCP server %s failed: %s", connection.config.name, exc)
+        # servers start in parallel: a host with several stdio servers pays one cold start, not the sum
+        outcomes = await asyncio.gather(*(c.list_tools() for c in targets), return_exceptions=True)
+        for connection, outcome in zip(targets, outcomes, strict=True):
+            if isinstance(outcome, asyncio.CancelledError):
+                raise outcome
+            if isinstance(outcome, BaseException):
+                log.warning("listing the tools of MCP server %s failed: %s", connection.config.name, outcome)
         self._rebuild()
         return self.resources()
 
