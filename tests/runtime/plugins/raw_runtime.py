@@ -31,14 +31,12 @@ def main() -> None:
                     b'{"kind":"result","pad":"' + b"x" * int(os.environ["RAW_SIZE"]) + b'"}\n'
                 )
             elif mode == "overrun":
-                for i in range(frame["window"] + 5):
-                    result = {
-                        "type": "message.delta",
-                        "run_id": run_id,
-                        "sequence": i + 1,
-                        "data": {"chunk": {}},
-                    }
-                    _write({"kind": "result", "run_id": run_id, "sequence": i + 1, "result": result})
+                # One write under PIPE_BUF: the host reads every frame before its consumer could grant credit.
+                lines = [
+                    _json.dumps({"kind": "result", "run_id": run_id, "sequence": i + 1, "result": {"i": i}})
+                    for i in range(frame["window"] + 5)
+                ]
+                sys.stdout.buffer.write(b"\n".join(lines) + b"\n")
             sys.stdout.buffer.flush()
 
 

@@ -19,7 +19,12 @@ _log = logging.getLogger("agentrunner.wire")
 def encode_frame(frame: BaseModel) -> bytes:
     """The frame as one NDJSON line (newline included). orjson escapes control characters inside strings, so
     the line never contains a raw ``\\n`` before its end."""
-    return _json.dumps(frame.model_dump(mode="python")) + b"\n"
+    # Frame fields are JSON values already (payloads are plain dicts), so orjson encodes the field dict
+    # directly; only a nested model (an error) is dumped. A pydantic dump would copy every payload first.
+    fields = frame.__dict__
+    if any(isinstance(value, BaseModel) for value in fields.values()):
+        fields = {k: v.model_dump(mode="json") if isinstance(v, BaseModel) else v for k, v in fields.items()}
+    return _json.dumps(fields) + b"\n"
 
 
 def decode_frame(line: bytes | bytearray | memoryview) -> Frame | None:
