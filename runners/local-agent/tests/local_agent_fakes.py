@@ -14,6 +14,7 @@ from agentrunner import (
     AgentRunResult,
     APIError,
     BackCallRequest,
+    InvalidArgumentError,
     NotFoundError,
 )
 from agentrunner_runner_local_agent import LocalAgentRunner
@@ -67,6 +68,7 @@ class FakeHost:
         self.tools: dict[str, Callable[[dict[str, Any]], Any]] = {}
         self.tool_details: dict[str, dict[str, Any]] = {}
         self.state: dict[str, Any] = {}
+        self.state_versions: dict[str, int] = {}
         self.artifacts: dict[str, bytes] = {}
         self.errors: dict[str, APIError] = {}
         self.streams_closed = 0
@@ -147,16 +149,21 @@ class FakeHost:
                     "key": p["key"],
                     "value": self.state.get(p["key"]),
                     "exists": found,
-                    "version": 1 if found else 0,
+                    "version": self.state_versions.get(p["key"], 0),
                 }
             case "state.set":
+                current = self.state_versions.get(p["key"], 0)
+                expected = p.get("expected_version")
+                if expected is not None and expected != current:
+                    raise InvalidArgumentError("version conflict", details={"reason": "version_conflict"})
                 self.state[p["key"]] = p["value"]
+                self.state_versions[p["key"]] = current + 1
                 return {
                     "scope": p["scope"],
                     "key": p["key"],
                     "value": p["value"],
                     "exists": True,
-                    "version": 2,
+                    "version": current + 1,
                 }
             case "artifacts.read_range":
                 data = self.artifacts[p["artifact_id"]]

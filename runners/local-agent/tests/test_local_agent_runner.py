@@ -141,7 +141,7 @@ async def test_history_over_budget_is_compacted_into_a_checkpoint_that_the_next_
     checkpoint = host.state[SUMMARY_KEY]
     assert checkpoint["summary"] == "SUMMARY-ONE"
     assert checkpoint["item_id"].startswith("item-")
-    assert [p["scope"] for p in host.of("state.set")] == ["conversation"]
+    assert [(p["scope"], p["expected_version"]) for p in host.of("state.set")] == [("conversation", 0)]
     assert answer["messages"][1] == {
         "role": "system",
         "content": "Summary of the earlier conversation:\nSUMMARY-ONE",
@@ -917,3 +917,33 @@ async def test_a_failing_rerank_keeps_the_retrieval_order() -> None:
     assert isinstance(retrieval, dict)
     assert retrieval["reranked"] is False
     assert retrieval["errors"] == [{"rerank_model": "rr", "code": "runtime_error"}]
+
+
+async def test_a_checkpoint_written_meanwhile_by_another_run_is_not_overwritten() -> None:
+    """The checkpoint is written with compare-and-set: losing the race keeps the other run's summary in state,
+    while this turn still answers with its own."""
+    host = FakeHost()
+    for n in range(6):
+        host.history(
+            item(2 * n, "user", f"question {n} " + "x" * 200), item(2 * n + 1, "assistant", f"answer {n}")
+        )
+    original = host.call
+
+    async def racing(request: Any, *, timeout: float | None) -> dict[str, Any]:
+        if request.action == "state.set":
+            host.state[SUMMARY_KEY] = {"summary": "OTHER RUN", "item_id": "item-3"}
+            host.state_versions[SUMMARY_KEY] = 1
+        return await original(request, timeout=timeout)
+
+    host.call = racing
+    host.script("m1", "MY SUMMARY", "reply")
+    ctx = make_ctx(
+        "now", models=[model("m1")], latest_cursor=host.latest_cursor, config={"history-token-budget": 200}
+    )
+    results = await drive(host, ctx)
+    assert host.state[SUMMARY_KEY]["summary"] == "OTHER RUN"
+    history = _completed(results).metadata["history"]
+    assert isinstance(history, dict)
+    assert history["compacted"] is False
+    assert host.model_calls()[-1]["messages"][1]["content"].endswith("MY SUMMARY")
+    assert _text(results) == "reply"

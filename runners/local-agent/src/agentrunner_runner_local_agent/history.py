@@ -159,7 +159,8 @@ def _fit(costs: Sequence[int], budget: int) -> int:
     return kept
 
 
-async def _read_checkpoint(api: AgentRunAPI, deadline: Deadline) -> tuple[Checkpoint | None, bool]:
+async def _read_checkpoint(api: AgentRunAPI, deadline: Deadline) -> tuple[Checkpoint | None, int | None]:
+    """The stored checkpoint and its state version (``None`` when conversation state is out of reach)."""
     try:
         async with deadline.scope():
             value = await api.state.get("conversation", SUMMARY_KEY)
@@ -167,14 +168,17 @@ async def _read_checkpoint(api: AgentRunAPI, deadline: Deadline) -> tuple[Checkp
         raise
     except APIError:
         # No conversation state for this binding: history still works, compaction just is not kept.
-        return None, False
-    return (Checkpoint.from_json(value.value) if value.exists else None), True
+        return None, None
+    return (Checkpoint.from_json(value.value) if value.exists else None), value.version
 
 
-async def _write_checkpoint(api: AgentRunAPI, checkpoint: Checkpoint, deadline: Deadline) -> bool:
+async def _write_checkpoint(
+    api: AgentRunAPI, checkpoint: Checkpoint, version: int, deadline: Deadline
+) -> bool:
     try:
         async with deadline.scope():
-            await api.state.set("conversation", SUMMARY_KEY, checkpoint.to_json())
+            # Compare-and-set: a concurrent run of the same conversation that compacted first keeps its checkpoint.
+            await api.state.set("conversation", SUMMARY_KEY, checkpoint.to_json(), expected_version=version)
     except DeadlineExceededError:
         raise
     except APIError:
@@ -199,9 +203,9 @@ async def load_history(
         return window
     if access.latest_cursor is None and not access.has_history_before:
         return window
-    checkpoint, state_ok = None, False
+    checkpoint, version = None, None
     if access.available_apis.state and ctx.conversation is not None and ctx.conversation.conversation_id:
-        checkpoint, state_ok = await _read_checkpoint(api, deadline)
+        checkpoint, version = await _read_checkpoint(api, deadline)
 
     newest_first: list[tuple[TranscriptItem, ChatMessage]] = []
     cursor, user_turns, done = access.latest_cursor, 0, False
@@ -245,7 +249,7 @@ async def load_history(
     costs = [estimate_message(m) for _, m in items]
     summary_cost = estimate_message(checkpoint.message()) if checkpoint else 0
     kept = _fit(costs, max(0, budget - summary_cost))
-    if kept < len(items) and summarize is not None and state_ok:
+    if kept < len(items) and summarize is not None and version is not None:
         keep_verbatim = _fit(costs, budget // 2)
         folded = items[: len(items) - keep_verbatim]
         summary = await summarize(checkpoint.summary if checkpoint else None, _transcript(folded))
@@ -258,7 +262,7 @@ async def load_history(
                 cursor=newest.cursor,
                 updated_at=time.time_ns() // 1_000_000,
             )
-            window.compacted = await _write_checkpoint(api, checkpoint, deadline)
+            window.compacted = await _write_checkpoint(api, checkpoint, version, deadline)
             summary_cost = estimate_message(checkpoint.message())
             kept = min(keep_verbatim, _fit(costs, max(0, budget - summary_cost)))
     if checkpoint is not None and summary_cost <= budget:
