@@ -469,3 +469,13 @@ async def test_a_server_ignoring_stream_is_answered_as_one_chunk(
     assert len(chunks) == 1
     assert chunks[0].delta == "whole" and chunks[0].finish_reason == "tool_calls"
     assert chunks[0].tool_calls == [ModelToolCall(id="c1", name="clock", arguments={})]
+
+
+async def test_model_configs_are_validated(server: FakeOpenAIServer) -> None:
+    """Base URLs must be http(s) (a trailing slash is dropped) and model ids unique."""
+    with pytest.raises(ValidationError):
+        ModelConfig(id="x", base_url="file:///etc/passwd", model="m")
+    assert ModelConfig(id="x", base_url=server.base_url + "/", model="m").base_url == server.base_url
+    twice = [ModelConfig(id="x", base_url=server.base_url, model="m")] * 2
+    with pytest.raises(ValueError, match="twice"):
+        OpenAICompatibleModels(twice)
