@@ -292,6 +292,8 @@ def environment() -> dict[str, str]:
         "platform": platform.platform(),
         "cpu": _cpu_model(),
         "cpu count": str(os.cpu_count()),
+        # Other work on the machine moves every figure; a report without it cannot be judged.
+        "load average (1/5/15 min)": " / ".join(f"{load:.2f}" for load in os.getloadavg()),
         "python": f"{platform.python_implementation()} {platform.python_version()}",
     }
     for package in _TRACKED_PACKAGES:
