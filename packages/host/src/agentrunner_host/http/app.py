@@ -17,7 +17,7 @@ from agentrunner_host.service import HostService
 
 from .auth import BearerTokenMiddleware
 from .errors import ApiError, error_response, from_host_error
-from .openapi import build_openapi
+from .openapi import Handler, build_openapi
 from .routes import ENDPOINTS
 
 __all__ = ["API_TITLE", "create_app"]
@@ -62,6 +62,22 @@ async def _unexpected(request: Request, exc: Exception) -> Response:
     return error_response(500, "internal", "internal server error")
 
 
+def _paths() -> dict[str, dict[str, Handler]]:
+    paths: dict[str, dict[str, Handler]] = {}
+    for ep in ENDPOINTS:
+        paths.setdefault(ep.path, {})[ep.method] = ep.handler
+    return paths
+
+
+def _by_method(handlers: dict[str, Handler]) -> Handler:
+    # One route per path, so a 405 answer lists every method of the path in its Allow header.
+    async def dispatch(request: Request) -> Response:
+        # Starlette answers HEAD on GET routes; it is served by the GET handler.
+        return await (handlers.get(request.method) or handlers["GET"])(request)
+
+    return dispatch
+
+
 def create_app(service: HostService, *, api_token: str | None) -> Starlette:
     """The API over an open *service*; every route requires *api_token* when one is given."""
     document = build_openapi(ENDPOINTS, title=API_TITLE, version=_version(), secured=api_token is not None)
@@ -69,7 +85,9 @@ def create_app(service: HostService, *, api_token: str | None) -> Starlette:
     async def openapi(request: Request) -> Response:
         return JSONResponse(document)
 
-    routes = [Route(ep.path, ep.handler, methods=[ep.method]) for ep in ENDPOINTS]
+    routes = [
+        Route(path, _by_method(handlers), methods=list(handlers)) for path, handlers in _paths().items()
+    ]
     routes.append(Route("/openapi.json", openapi, methods=["GET"]))
     middleware = [Middleware(BearerTokenMiddleware, token=api_token)] if api_token else []
     app = Starlette(

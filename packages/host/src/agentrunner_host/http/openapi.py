@@ -13,9 +13,21 @@ from starlette.responses import Response
 
 from .schemas import ErrorBody
 
-__all__ = ["Endpoint", "Param", "build_openapi"]
+__all__ = ["SSE_EVENT_SCHEMA", "Endpoint", "Param", "build_openapi"]
 
 Handler = Callable[[Request], Awaitable[Response]]
+
+SSE_EVENT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "One result: `id` is its host_seq, `event` its type, `data` the result as JSON.",
+    "required": ["id", "event", "data"],
+    "properties": {
+        "id": {"type": "string", "pattern": "^[1-9][0-9]*$"},
+        "event": {"type": "string", "minLength": 1},
+        "data": {"type": "string", "contentMediaType": "application/json"},
+    },
+}
+"""What the document says about each Server-Sent Event."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -72,10 +84,8 @@ def build_openapi(
                 mode: JsonSchemaMode = "serialization"
                 content["application/json"] = {"schema": refs[(model, mode)]}
             if status == ep.sse_status:
-                content["text/event-stream"] = {
-                    "schema": {"type": "string"},
-                    "description": "Events `id: <host_seq>`, `event: <result type>`, `data: <result JSON>`.",
-                }
+                # OpenAPI 3.1 reads ``schema`` of an event stream as the schema of one event.
+                content["text/event-stream"] = {"schema": SSE_EVENT_SCHEMA}
             if content:
                 entry["content"] = content
             responses[str(status)] = entry

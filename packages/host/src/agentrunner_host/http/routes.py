@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import uuid
 from typing import Any, Final, TypeVar
+from urllib.parse import quote
 
 from agentrunner import AgentInput, DeliveryContext
+from agentrunner import _json as json
 from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -47,6 +50,9 @@ __all__ = ["ENDPOINTS", "MAX_BODY_BYTES"]
 MAX_BODY_BYTES: Final = 1024 * 1024
 """Largest request body accepted."""
 _CANCEL_SETTLE_SECONDS: Final = 5.0
+_INTEGER: Final = re.compile(r"-?[0-9]{1,12}")
+_SEQ: Final = re.compile(r"[0-9]{0,10}")
+_CURSOR: Final = re.compile(r"[0-9]{1,12}")
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -86,19 +92,26 @@ async def _body(request: Request, model: type[M]) -> M:
     if not raw.strip():
         raise ApiError(422, "invalid_request", "a JSON request body is required")
     try:
-        return model.model_validate_json(raw)
+        # Strict: the document says boolean/integer/string, so 0 is not false and "1" is not 1.
+        value = model.model_validate_json(raw, strict=True)
     except ValidationError as exc:
         raise ApiError(422, "invalid_request", _describe(exc)) from None
+    try:
+        # The stores encode with orjson, which holds integers to 64 bits; refuse larger ones here, not later.
+        json.dumps(value.model_dump(mode="json"))
+    except TypeError as exc:
+        raise ApiError(422, "invalid_request", f"the body cannot be stored: {exc}") from None
+    return value
 
 
 def _int_query(request: Request, name: str, default: int, *, low: int, high: int) -> int:
     raw = request.query_params.get(name)
     if raw is None or raw == "":
         return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ApiError(422, "invalid_request", f"query parameter {name} must be an integer") from None
+    # int() would also take "1_0", " 1" and non-ASCII digits; the document promises a plain integer.
+    if not _INTEGER.fullmatch(raw):
+        raise ApiError(422, "invalid_request", f"query parameter {name} must be an integer")
+    value = int(raw)
     if not low <= value <= high:
         raise ApiError(422, "invalid_request", f"query parameter {name} must be between {low} and {high}")
     return value
@@ -211,10 +224,11 @@ async def get_results(request: Request) -> Response:
     run_id = _path_id(request, "run_id")
     after = _int_query(request, "after", 0, low=0, high=2**31)
     last_event_id = request.headers.get("last-event-id")
-    if last_event_id:
-        if not last_event_id.isdigit():
+    if last_event_id is not None:
+        if not _SEQ.fullmatch(last_event_id):
             raise ApiError(422, "invalid_request", "Last-Event-ID must be a result's host_seq")
-        after = int(last_event_id)
+        # An empty id is how SSE says "no event received yet".
+        after = int(last_event_id) if last_event_id else after
     limit = _int_query(request, "limit", 100, low=1, high=1000)
     view = await service.run(run_id)
     if _wants_stream(request):
@@ -315,7 +329,7 @@ async def create_agent(request: Request) -> Response:
     await _check_agent_secrets(service, agent)
     service.apply_bindings(service.directory.put_agent(agent, create=True))
     out = await _agent_out(service, service.directory.agent(agent.agent_id))
-    return _json(out, 201, headers={"Location": f"/v1/agents/{agent.agent_id}"})
+    return _json(out, 201, headers={"Location": f"/v1/agents/{quote(agent.agent_id, safe='')}"})
 
 
 async def replace_agent(request: Request) -> Response:
@@ -361,7 +375,7 @@ async def create_binding(request: Request) -> Response:
     spec = await _body(request, BindingSpec)
     service.apply_bindings(service.directory.put_binding(spec, create=True))
     out = _binding_out(service.directory.binding(spec.binding_id))
-    return _json(out, 201, headers={"Location": f"/v1/bindings/{spec.binding_id}"})
+    return _json(out, 201, headers={"Location": f"/v1/bindings/{quote(spec.binding_id, safe='')}"})
 
 
 async def replace_binding(request: Request) -> Response:
@@ -408,7 +422,7 @@ async def get_transcript(request: Request) -> Response:
     if thread_id is not None and len(thread_id) > 200:
         raise ApiError(422, "invalid_request", "thread_id must be at most 200 characters")
     raw_cursor = request.query_params.get("cursor") or ""
-    if raw_cursor and not (raw_cursor.isdigit() and len(raw_cursor) <= 12):
+    if raw_cursor and not _CURSOR.fullmatch(raw_cursor):
         raise ApiError(422, "invalid_request", "cursor must be a value returned as next_cursor")
     after = int(raw_cursor) if raw_cursor else 0
     limit = _int_query(request, "limit", 50, low=1, high=500)
@@ -536,8 +550,8 @@ ENDPOINTS: Final[tuple[Endpoint, ...]] = (
             Param(
                 name="Last-Event-ID",
                 where="header",
-                schema={"type": "string", "pattern": "^[0-9]{1,10}$"},
-                description="SSE resume cursor (overrides `after`).",
+                schema={"type": "string", "pattern": "^[0-9]{0,10}$"},
+                description="SSE resume cursor: the last `id` received (overrides `after`; empty = from the start).",
             ),
         ),
         responses={200: (ResultPage, "A page of results, or SSE."), 404: _E404},
