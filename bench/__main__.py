@@ -54,8 +54,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             SuiteRef(module.rsplit(".", 1)[-1], module, f"module {module}") for module in args.module
         ]
 
+    env = environment()  # before measuring, so the load average is the one the run started under
     rows, errors = run_suites(selected, mode, quick=args.quick, progress=write_progress)
-    report = render_table(rows, environment(), mode, quick=args.quick)
+    report = render_table(rows, env, mode, quick=args.quick)
     print(report, end="")
     if args.markdown is not None:
         args.markdown.write_text(report, encoding="utf-8")
