@@ -7,6 +7,7 @@ import os
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from agentrunner import InvalidArgumentError, KnowledgeBaseResource, NotFoundError
@@ -102,23 +103,21 @@ async def index(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
         await admin.dispose()
 
 
-def _kb(tmp_path: Path, **kwargs: object) -> KnowledgeBaseConfig:
+def _kb(tmp_path: Path, **kwargs: Any) -> KnowledgeBaseConfig:
     docs = tmp_path / "docs"
     docs.mkdir(exist_ok=True)
     (docs / "guide.md").write_text(GUIDE, encoding="utf-8")
     (docs / "faq.txt").write_text(FAQ, encoding="utf-8")
     (docs / "image.png").write_bytes(b"\x89PNG")
-    return KnowledgeBaseConfig(id="kb-docs", name="Docs", description="Product docs", paths=[docs], **kwargs)  # type: ignore[arg-type]
+    return KnowledgeBaseConfig(id="kb-docs", name="Docs", description="Product docs", paths=[docs], **kwargs)
 
 
 def _resource(kb_id: str = "kb-docs") -> KnowledgeBaseResource:
     return KnowledgeBaseResource(kb_id=kb_id, operations=["retrieve"])
 
 
-async def _retrieve(
-    knowledge: EmbeddedKnowledge, query: str, **kwargs: object
-) -> list[tuple[str | None, str]]:
-    params = KnowledgeRetrieveParams(kb_id="kb-docs", query_text=query, **kwargs)  # type: ignore[arg-type]
+async def _retrieve(knowledge: EmbeddedKnowledge, query: str, **kwargs: Any) -> list[tuple[str | None, str]]:
+    params = KnowledgeRetrieveParams(kb_id="kb-docs", query_text=query, **kwargs)
     result = await knowledge.retrieve(_resource(), params, access=ACCESS)
     return [(h.document_id, h.text) for h in result.hits]
 
