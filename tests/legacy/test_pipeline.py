@@ -36,6 +36,7 @@ from agentrunner_host.legacy import (
     RunnerNotConfiguredError,
     filter_query_variables,
     migrate_pipeline_config,
+    output_settings,
     pipeline_entry,
 )
 from agentrunner_host.legacy.pipeline import MCP_NAME_SEPARATOR, NO_TOOLS, is_json_safe
@@ -136,6 +137,15 @@ def test_delivery_follows_the_platform_and_the_output_settings(streaming: bool) 
     assert delivery.max_message_size == 2000 and entry.binding.delivery_policy.max_message_size == 2000
     assert delivery.platform_capabilities["quote_origin"] is True
     assert delivery.reply_target == {"message_id": "msg_001"}
+
+
+@pytest.mark.parametrize("platform_streaming", [True, False])
+def test_output_settings_come_from_the_platform_and_the_pipeline(platform_streaming: bool) -> None:
+    """Streaming is the platform adapter's ability; at-sender and quote-origin come from ``output.misc``."""
+    template = json.loads((FIXTURES / "default-pipeline-config.json").read_bytes())
+    settings = output_settings(template, platform_streaming=platform_streaming)
+    assert settings == OutputSettings(streaming=platform_streaming, quote_origin=True, at_sender=True)
+    assert output_settings({}, platform_streaming=False) == OutputSettings()
 
 
 @pytest.mark.parametrize("message_id", [None, -1])

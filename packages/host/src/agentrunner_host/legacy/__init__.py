@@ -20,6 +20,7 @@ from .pipeline import (
     RunnerNotBoundError,
     RunnerNotConfiguredError,
     filter_query_variables,
+    output_settings,
     pipeline_entry,
     scoped_event_id,
 )
@@ -43,6 +44,7 @@ __all__ = [
     "RunnerNotBoundError",
     "RunnerNotConfiguredError",
     "filter_query_variables",
+    "output_settings",
     "pipeline_entry",
     "scoped_event_id",
 ]

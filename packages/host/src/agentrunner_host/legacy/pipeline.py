@@ -64,6 +64,7 @@ __all__ = [
     "RunnerNotConfiguredError",
     "filter_query_variables",
     "is_json_safe",
+    "output_settings",
     "pipeline_entry",
     "scoped_event_id",
 ]
@@ -128,6 +129,19 @@ class OutputSettings(_Model):
     """Answers quote the user's message."""
     at_sender: bool = False
     """Answers mention the sender (groups)."""
+
+
+def output_settings(pipeline_config: Mapping[str, Any], *, platform_streaming: bool) -> OutputSettings:
+    """Output settings of a pipeline on a platform: streaming when the platform adapter can stream, and the
+    pipeline's ``output.misc`` ``at-sender`` / ``quote-origin`` switches."""
+    output = pipeline_config.get("output")
+    misc = cast(dict[str, Any], output).get("misc") if isinstance(output, dict) else None
+    flags = cast(dict[str, Any], misc) if isinstance(misc, dict) else {}
+    return OutputSettings(
+        streaming=platform_streaming,
+        quote_origin=flags.get("quote-origin") is True,
+        at_sender=flags.get("at-sender") is True,
+    )
 
 
 class PipelineMessage(_Model):
