@@ -479,3 +479,16 @@ async def test_model_configs_are_validated(server: FakeOpenAIServer) -> None:
     twice = [ModelConfig(id="x", base_url=server.base_url, model="m")] * 2
     with pytest.raises(ValueError, match="twice"):
         OpenAICompatibleModels(twice)
+
+
+async def test_the_key_header_can_be_configured_for_azure_style_apis(server: FakeOpenAIServer) -> None:
+    """``api_key_header`` / ``api_key_prefix`` send the key as e.g. ``api-key: <key>`` instead of a bearer token."""
+    provider = OpenAICompatibleModels(
+        _models(server, api_key_header="api-key", api_key_prefix=""), environ=ENV
+    )
+    try:
+        await provider.invoke(provider.resources()[0], _params(), access=ACCESS)
+    finally:
+        await provider.aclose()
+    headers = server.requests[-1].headers
+    assert headers["api-key"] == KEY and "authorization" not in headers

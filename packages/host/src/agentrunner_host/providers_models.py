@@ -87,7 +87,11 @@ class ModelConfig(BaseModel):
     model_type: Literal["llm", "rerank"] = "llm"
     """``llm`` (chat completions) or ``rerank``."""
     api_key_env: str | None = None
-    """Name of the environment variable holding the API key; ``None`` sends no ``Authorization`` header."""
+    """Name of the environment variable holding the API key; ``None`` sends no key."""
+    api_key_header: str = "Authorization"
+    """Header carrying the key (``api-key`` for Azure OpenAI)."""
+    api_key_prefix: str = "Bearer "
+    """Text before the key in that header (empty for Azure OpenAI)."""
     provider: str | None = None
     """Provider name, for display."""
     label: str | None = None
@@ -315,7 +319,7 @@ class OpenAICompatibleModels:
         headers = dict(config.headers)
         key = self._key(config)
         if key is not None:
-            headers["Authorization"] = f"Bearer {key}"
+            headers[config.api_key_header] = f"{config.api_key_prefix}{key}"
         return headers
 
     @staticmethod
