@@ -17,11 +17,18 @@ ECHO_DIR = PLUGINS / "echo"
 """The ``tests/echo`` plugin."""
 
 
-def make_request(runner: str, *, run_id: str, config: dict[str, Any] | None = None) -> AgentRunRequest:
-    """A minimal valid run request for ``plugin:tests/echo/<runner>``."""
+def make_request(
+    runner: str,
+    *,
+    run_id: str,
+    config: dict[str, Any] | None = None,
+    plugin: str = "tests/echo",
+    **context: Any,
+) -> AgentRunRequest:
+    """A minimal valid run request for ``plugin:<plugin>/<runner>``; *context* overrides context fields."""
     return AgentRunRequest.model_validate(
         {
-            "runner_id": f"plugin:tests/echo/{runner}",
+            "runner_id": f"plugin:{plugin}/{runner}",
             "runner_name": runner,
             "context": {
                 "run_id": run_id,
@@ -33,6 +40,7 @@ def make_request(runner: str, *, run_id: str, config: dict[str, Any] | None = No
                 "context": {},
                 "runtime": {"trace_id": run_id},
                 "config": config or {},
+                **context,
             },
         }
     )

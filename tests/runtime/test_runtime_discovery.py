@@ -78,6 +78,7 @@ def test_the_runners_list_form_declares_several_runners() -> None:
         "crasher",
         "envdump",
         "spawner",
+        "bigger",
     ]
     assert spec.runners[1].manifest is not None
     assert spec.runners[1].manifest.permissions.models == ["stream"]

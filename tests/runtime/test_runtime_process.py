@@ -94,7 +94,8 @@ async def test_list_runners_returns_every_runner_of_the_plugin(conn: SubprocessR
     manifests = await conn.list_runners()
     ids = sorted(m["id"] for m in manifests)
     assert ids == sorted(
-        f"plugin:tests/echo/{n}" for n in ("streamer", "caller", "sleeper", "crasher", "envdump", "spawner")
+        f"plugin:tests/echo/{n}"
+        for n in ("streamer", "caller", "sleeper", "crasher", "envdump", "spawner", "bigger")
     )
     assert conn.starts == 1
 
@@ -404,7 +405,21 @@ async def test_the_manager_starts_plugins_lazily_and_closes_them_all(handler: Fa
         assert conn is manager.connection("tests/echo")
         assert conn.pid is None
         listed = await manager.list_runners()
-        assert len(listed["tests/echo"]) == 6
+        assert len(listed["tests/echo"]) == 7
         pid = conn.pid
         assert pid is not None
     assert not pid_alive(pid)
+
+
+async def test_a_result_over_the_frame_limit_fails_only_its_run(handler: FakeBackCallHandler) -> None:
+    """The runtime refuses to send a frame the host would reject: the run ends runtime.payload_too_large and the
+    process keeps serving."""
+    options = RuntimeOptions(max_frame_bytes=64 * 1024)
+    async with SubprocessRunnerConnection(_echo_spec(), handler, options=options) as conn:
+        with pytest.raises(RunnerTransportError) as info:
+            await _collect(conn, "bigger", "run-big-result", size=100_000)
+        assert info.value.code == "runtime.payload_too_large"
+        pid = conn.pid
+        small = await _collect(conn, "bigger", "run-small-result", size=1000)
+        assert small[-1]["type"] == "run.completed"
+        assert conn.pid == pid

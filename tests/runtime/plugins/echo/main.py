@@ -118,3 +118,14 @@ class Spawner(AgentRunner):
         grandchild = subprocess.Popen(["sleep", "300"])  # noqa: ASYNC220 - a fixture that must outlive its parent
         yield self.emitter(ctx).message(_json.dumps_str({"grandchild": grandchild.pid}))
         time.sleep(300)  # noqa: ASYNC251 - blocks the loop on purpose: this runtime is hung
+
+
+class Bigger(AgentRunner):
+    """Yields a message of ``config.size`` characters, then completes."""
+
+    manifest = _manifest("bigger")
+
+    async def run(self, ctx: AgentRunContext, api: AgentRunAPI) -> AsyncIterator[AgentRunResult]:
+        out = self.emitter(ctx)
+        yield out.message("x" * int(ctx.config.get("size", 10)))
+        yield out.complete()

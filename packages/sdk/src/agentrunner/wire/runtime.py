@@ -19,13 +19,14 @@ from pydantic import BaseModel, ValidationError
 from agentrunner.actions import BackCallRequest
 from agentrunner.api import AgentRunAPI
 from agentrunner.context import AgentRunRequest
-from agentrunner.errors import AgentAPIError, APIError, ProtocolError, RuntimeAPIError
+from agentrunner.errors import AgentAPIError, APIError, PayloadTooLargeError, ProtocolError, RuntimeAPIError
 from agentrunner.runner import AgentRunner
 
 from .channel import FrameChannel
 from .codec import decode_frame, encode_frame
 from .frames import (
     DEFAULT_STREAM_WINDOW,
+    MAX_FRAME_BYTES,
     CallCancelFrame,
     CallEndFrame,
     CallErrorFrame,
@@ -205,6 +206,8 @@ class PluginRuntime:
         self._channel: FrameChannel | None = None
         self._closing = False
         self._sdk_version = sdk_version
+        self.max_frame_bytes = MAX_FRAME_BYTES
+        """Largest frame the host accepts (from its ``hello``)."""
         self.transport = WireAPITransport(self, stream_window=stream_window)
         """The back-call transport every run's :class:`~agentrunner.AgentRunAPI` uses."""
 
@@ -216,10 +219,19 @@ class PluginRuntime:
     # -- sending ---------------------------------------------------------------------------------------------
 
     async def send(self, frame: BaseModel) -> None:
-        """Send a frame, waiting for the channel to drain."""
+        """Send a frame, waiting for the channel to drain.
+
+        Raises :class:`~agentrunner.errors.PayloadTooLargeError` for a frame over the host's limit: the host
+        would drop the whole connection for it, so it fails only the call or run that made it.
+        """
         if self._channel is None or self._closing:
             raise RuntimeAPIError("the host connection is closed")
-        await self._channel.send(encode_frame(frame))
+        data = encode_frame(frame)
+        if len(data) > self.max_frame_bytes + 1:
+            raise PayloadTooLargeError(
+                f"a {frame.__class__.__name__} of {len(data)} bytes exceeds the host's {self.max_frame_bytes}-byte frame limit"
+            )
+        await self._channel.send(data)
 
     def send_nowait(self, frame: BaseModel) -> None:
         """Queue a small control frame without waiting; dropped once the connection is closing."""
@@ -263,7 +275,8 @@ class PluginRuntime:
                     slot.task.cancel()
             case PingFrame(id=ping_id):
                 await self.send(PongFrame(id=ping_id))
-            case HelloFrame(id=hello_id):
+            case HelloFrame(id=hello_id, max_frame_bytes=limit):
+                self.max_frame_bytes = limit
                 welcome = WelcomeFrame(
                     id=hello_id, sdk_version=self._sdk_version, pid=os.getpid(), runners=self.runner_ids
                 )
@@ -344,7 +357,10 @@ class PluginRuntime:
                     sequence += 1
                     payload["sequence"] = sequence
                 await slot.take_credit()
-                await self.send(ResultFrame(run_id=run_id, sequence=sequence, result=payload))
+                try:
+                    await self.send(ResultFrame(run_id=run_id, sequence=sequence, result=payload))
+                except PayloadTooLargeError as exc:
+                    return RunEndError(code="runtime.payload_too_large", message=exc.message)
         except asyncio.CancelledError:
             # The cancel may have landed while we waited for credit, outside the runner's own await: deliver
             # it at the runner's yield too, so its cleanup sees CancelledError either way.
@@ -352,11 +368,9 @@ class PluginRuntime:
             if self._closing:
                 raise
             return RunEndError(code="cancelled", message="the run was cancelled by the host")
-        except (ConnectionError, RuntimeAPIError):
-            if self._closing:
-                return None
-            raise
         except Exception as exc:
+            if self._closing:
+                return None  # the host is gone: nobody to tell
             _log.exception("runner %s failed in run %s", request.runner_id, run_id)
             return RunEndError(code="runner.error", message=f"{type(exc).__name__}: {exc}")
         finally:
