@@ -947,3 +947,14 @@ async def test_a_checkpoint_written_meanwhile_by_another_run_is_not_overwritten(
     assert history["compacted"] is False
     assert host.model_calls()[-1]["messages"][1]["content"].endswith("MY SUMMARY")
     assert _text(results) == "reply"
+
+
+async def test_text_given_beside_media_only_contents_is_kept_in_front_of_the_image() -> None:
+    """input.text plus an image-only contents list: the model gets the text first, then the image."""
+    host = FakeHost()
+    host.script("m1", "A cat.")
+    ctx = make_ctx("What is this?", contents=[_IMAGE], models=[model("m1")])
+    await drive(host, ctx)
+    content = host.model_calls()[0]["messages"][-1]["content"]
+    assert [p["type"] for p in content] == ["text", "image"]
+    assert content[0]["text"] == "What is this?"

@@ -119,8 +119,9 @@ async def build_user_input(ctx: AgentRunContext, api: AgentRunAPI, *, deadline: 
     """The user message of this run (empty when the event carries no input at all)."""
     built = UserInput()
     elements: list[ContentElement] = list(ctx.input.contents)
-    if not elements and ctx.input.text:
-        elements.append(TextContent(text=ctx.input.text))
+    if ctx.input.text and not any(isinstance(e, TextContent) for e in elements):
+        # Adapters may carry the text in ``text`` and only the media in ``contents`` (AgentInput.text_parts).
+        elements.insert(0, TextContent(text=ctx.input.text))
     seen = {
         e.artifact.artifact_id for e in elements if not isinstance(e, TextContent) and e.artifact is not None
     }
