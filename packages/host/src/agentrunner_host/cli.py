@@ -91,7 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
         "serve", parents=[common], help="run migrations, start the host and its HTTP API"
     )
     serve.add_argument("--host", help="bind address (default 127.0.0.1; anything else needs an API token)")
-    serve.add_argument("--port", type=int, help="port (default 8787)")
+    serve.add_argument("--port", type=int, help="port (default 8420)")
 
     chat = commands.add_parser("chat", parents=[common], help="chat with an agent in the terminal")
     chat.add_argument("--message", "-m", help="send one message, print the answer and exit")

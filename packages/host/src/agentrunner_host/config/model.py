@@ -22,7 +22,7 @@ __all__ = [
     "RunnersConfig",
 ]
 
-DEFAULT_HTTP_PORT: Final = 8787
+DEFAULT_HTTP_PORT: Final = 8420
 """Port of the HTTP API when none is configured."""
 ECHO_RUNNER_ID: Final = "plugin:agentrunner/echo/default"
 """The reference runner bound by default."""
