@@ -554,7 +554,7 @@ class EmbeddedKnowledge:
         await self.index.replace(kb_id, document_id, chunks, digest=digest, metadata=metadata)
         return len(chunks)
 
-    async def sync(self, kb_id: str | None = None) -> dict[str, int]:
+    async def sync(self, *, kb_id: str | None = None) -> dict[str, int]:
         """Ingest the configured files of every knowledge base (or one); returns chunks written per kb."""
         written: dict[str, int] = {}
         targets = [self._kb(kb_id)] if kb_id is not None else list(self.knowledge_bases.values())

@@ -150,7 +150,7 @@ class PythonTool:
         return self.args_model.model_json_schema()
 
 
-def discover_python_tools(group: str = ENTRY_POINT_GROUP) -> list[PythonTool]:
+def discover_python_tools(*, group: str = ENTRY_POINT_GROUP) -> list[PythonTool]:
     """Load every tool registered under *group*; a broken entry point is logged and skipped."""
     tools: list[PythonTool] = []
     for entry in entry_points(group=group):
@@ -421,7 +421,7 @@ class HostTools:
                 entries[name] = _Entry(resource=resource, server=server, remote_name=tool.name)
         self._entries = entries
 
-    async def refresh(self, server: str | None = None) -> list[ToolResource]:
+    async def refresh(self, *, server: str | None = None) -> list[ToolResource]:
         """(Re)list the tools of every MCP server (or one); a server that fails is logged and keeps its
         previous list. Returns the catalog entries."""
         targets = [self._servers[server]] if server is not None else list(self._servers.values())
@@ -471,7 +471,7 @@ class HostTools:
             # the catalog may predate a server's newest tools: list that server again once
             server = name.split(NAME_SEPARATOR, 1)[0]
             if server in self._servers:
-                await self.refresh(server)
+                await self.refresh(server=server)
                 entry = self._entries.get(name)
         if entry is None:
             raise NotFoundError(f"tool {name!r} is not available on this host")
