@@ -435,7 +435,7 @@ async def test_storage_list_pages_with_a_cursor(pull: PullAPI) -> None:
 def test_cursor_codec_round_trips_positions_and_checks_its_binding() -> None:
     """Integer and text positions round-trip; another binding, API or key does not verify."""
     codec = CursorCodec(CURSOR_KEY)
-    for position in (0, 7, -1, 2**62, "", "key/ü/%_", "k" * 200):
+    for position in (0, 7, -1, 2**54, "", "key/ü/%_", "k" * 200):
         token = codec.encode("state.list", ("owner", "prefix"), position)
         assert codec.decode(token, "state.list", ("owner", "prefix")) == position
         with pytest.raises(InvalidArgumentError):

@@ -106,7 +106,7 @@ _STR_KIND: Final = b"\x02"
 class CursorCodec:
     """Opaque cursors: ``base64url(kind byte + position + mac)``.
 
-    The position is a 64-bit integer (kind ``0x01``) or a UTF-8 key (kind ``0x02``). The MAC is a 128-bit
+    The position is a 56-bit integer (kind ``0x01``) or a UTF-8 key (kind ``0x02``). The MAC is a 128-bit
     keyed BLAKE2b over the issuing API, its binding (conversation and thread, or owner and prefix) and the
     payload. The binding is not in the token: ``decode`` recomputes the MAC for the API and binding of the
     request, so a cursor moved to another API, conversation, thread or scope, or altered in any way, does
@@ -130,12 +130,14 @@ class CursorCodec:
 
         def encode(position: int | str) -> str:
             if isinstance(position, int):
-                payload = _INT_KIND + position.to_bytes(8, "big", signed=True)
+                # 1 + 7 + 16 bytes: exactly 32 base64 characters, no padding to strip
+                payload = _INT_KIND + position.to_bytes(7, "big", signed=True)
             else:
                 payload = _STR_KIND + position.encode()
             mac = context.copy()
             mac.update(payload)
-            return base64.urlsafe_b64encode(payload + mac.digest()).rstrip(b"=").decode()
+            token = base64.urlsafe_b64encode(payload + mac.digest())
+            return (token if len(payload) == 8 else token.rstrip(b"=")).decode()
 
         return encode
 
@@ -163,7 +165,7 @@ class CursorCodec:
         if not hmac.compare_digest(mac, expected.digest()):
             raise invalid
         kind, body = payload[:1], payload[1:]
-        if kind == _INT_KIND and len(body) == 8:
+        if kind == _INT_KIND and len(body) == 7:
             return int.from_bytes(body, "big", signed=True)
         if kind == _STR_KIND:
             try:

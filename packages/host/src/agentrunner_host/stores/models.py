@@ -16,7 +16,7 @@ FTS5 table on SQLite and the ``ix_transcript_items_fts`` GIN index on PostgreSQL
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from agentrunner import _json
 from sqlalchemy import (
@@ -34,6 +34,9 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
+
+if TYPE_CHECKING:
+    from sqlalchemy.sql.type_api import _ResultProcessorType  # pyright: ignore[reportPrivateUsage]
 
 __all__ = [
     "FTS_TABLE",
@@ -69,6 +72,15 @@ class JSONText(TypeDecorator[Any]):
 
     def process_result_value(self, value: Any, dialect: Dialect) -> Any:
         return None if value is None else _json.loads(value)
+
+    def result_processor(self, dialect: Dialect, coltype: object) -> _ResultProcessorType[Any]:
+        # the plain function instead of TypeDecorator's layered wrapper: three JSON columns per transcript
+        # row are decoded on every page read (the Text impl has no processor of its own on either engine)
+        return _load_json
+
+
+def _load_json(value: Any) -> Any:
+    return None if value is None else _json.loads(value)
 
 
 def _ordered_key(length: int) -> String:
