@@ -4,6 +4,8 @@
   item) then ``runs.finish`` (52 results, assistant item, ``run.completed`` record, outcome) — next to a
   SQLAlchemy Core floor writing the same rows in one transaction per run with no reads (row I). Goal ≤ 1.5×.
 * The same rows committed one result at a time, the reference implementation's pattern, to show the gap.
+* 20 such runs at once next to the same 20 one after another: concurrent starts and finishes share
+  transactions on the single SQLite writer (group commit). Goal: at least 2× the serial throughput.
 * ``history.page`` (50 items) through ``PullAPI`` at 10k / 100k / 1M transcript rows (1M only in full mode;
   quick mode uses 1k / 10k) next to the raw keyset query (``text()`` SQL on a held SQLAlchemy connection,
   rows as tuples) on the same database (row L). Goals ≤ 1.5× the floor, and the largest size ≤ 1.3× the
@@ -12,6 +14,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import shutil
 import sqlite3
@@ -25,6 +28,7 @@ from ._framework import Goal, Measure, SuiteContext
 __all__ = ["measures"]
 
 RESULTS_PER_RUN = 52
+CONCURRENT = 20
 PAGE = 50
 
 
@@ -272,6 +276,13 @@ def measures(ctx: SuiteContext) -> list[Measure]:
         async with floor_engine.begin() as conn:
             await conn.execute(insert(ITEMS), items)
 
+    async def concurrent_runs() -> None:
+        await asyncio.gather(*(persisted_run() for _ in range(CONCURRENT)))
+
+    async def serial_runs() -> None:
+        for _ in range(CONCURRENT):
+            await persisted_run()
+
     rows: list[Measure] = [
         Measure(
             "stores: persist a 52-result run (start + finish)",
@@ -289,6 +300,17 @@ def measures(ctx: SuiteContext) -> list[Measure]:
             floor_name="SQLAlchemy Core, one transaction per run, the same rows (run, 52 results, 2 records, "
             "2 items), no reads (row I)",
             unit="µs/run",
+        ),
+        Measure(
+            f"stores: {CONCURRENT} concurrent persisted runs, per run (group commit)",
+            concurrent_runs,
+            floor=serial_runs,
+            floor_name=f"the same {CONCURRENT} runs one after another (ratio < 0.5 means ≥ 2× throughput)",
+            goal=Goal.ratio(
+                0.5, source="issue 4: concurrent runs share transactions on the one SQLite writer"
+            ),
+            unit="µs/run",
+            per=CONCURRENT,
         ),
     ]
 
