@@ -3,7 +3,8 @@
 * :func:`discover_plugins` reads plugin directories (``manifest.yaml``) and ``agentrunner.runners`` entry points;
 * :class:`SubprocessRunnerConnection` runs one plugin in a supervised child process and speaks the wire
   protocol (``docs/wire.md``) with it;
-* :class:`RuntimeManager` maps plugin ids to connections, started lazily.
+* :class:`RuntimeManager` maps plugin ids to connections, started lazily;
+* :class:`RemoteRuntimeServer` accepts runtimes on other machines over an authenticated WebSocket.
 """
 
 from .discovery import (
@@ -20,6 +21,7 @@ from .environment import DEFAULT_ENV_ALLOWLIST, Redactor, build_child_env
 from .manager import RuntimeManager
 from .manifest import PluginManifest
 from .process import RuntimeOptions, SubprocessRunnerConnection, default_command
+from .remote import UNAVAILABLE, RemoteRunnerConnection, RemoteRuntimeServer
 from .session import CLOSED, CRASHED, PROTOCOL_ERROR, START_FAILED, WireSession
 
 __all__ = (
@@ -39,6 +41,9 @@ __all__ = (
     "RuntimeOptions",
     "default_command",
     "WireSession",
+    # remote runtimes (WebSocket)
+    "RemoteRuntimeServer",
+    "RemoteRunnerConnection",
     # child environment
     "DEFAULT_ENV_ALLOWLIST",
     "build_child_env",
@@ -48,4 +53,5 @@ __all__ = (
     "PROTOCOL_ERROR",
     "CLOSED",
     "START_FAILED",
+    "UNAVAILABLE",
 )

@@ -50,6 +50,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--plugin-id", help="only entry points named <plugin-id>/<runner>; checks every runner's id"
     )
+    parser.add_argument(
+        "--connect",
+        metavar="URL",
+        help="serve a host over a WebSocket (ws:// or wss://) instead of stdio; the token is read from "
+        "$AGENTRUNNER_RUNTIME_TOKEN (needs the 'websockets' package)",
+    )
     parser.add_argument("--log-level", default="INFO")
     return parser
 
@@ -74,6 +80,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:
         print(f"agentrunner-plugin: cannot load the plugin: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
+    if args.connect:
+        from .websocket import TOKEN_ENV, serve_websocket
+
+        token = os.environ.get(TOKEN_ENV)
+        if not token:
+            print(f"agentrunner-plugin: --connect needs the runtime token in ${TOKEN_ENV}", file=sys.stderr)
+            return 2
+        try:
+            asyncio.run(serve_websocket(runners, args.connect, token=token))
+        except Exception as exc:
+            print(
+                f"agentrunner-plugin: cannot serve {args.connect}: {type(exc).__name__}: {exc}",
+                file=sys.stderr,
+            )
+            return 1
+        return 0
     asyncio.run(serve_stdio(runners, frame_fd=frame_fd))
     return 0
 
