@@ -66,14 +66,14 @@ class RunAccess:
     """The event that started it."""
     conversation: ConversationKey | None
     """The run's own conversation, when the event has one."""
-    readable_conversations: frozenset[str] = field(default_factory=frozenset)
+    readable_conversations: frozenset[str] = field(default_factory=frozenset[str])
     """Other conversation ids this run was explicitly granted to read (needs a permission *and* a binding
     policy); empty by default."""
-    state_owners: dict[str, StateOwner] = field(default_factory=dict)
+    state_owners: dict[str, StateOwner] = field(default_factory=dict[str, StateOwner])
     """Granted state scopes → the owner each scope resolves to for this run."""
-    storage_owners: dict[str, StorageOwner] = field(default_factory=dict)
+    storage_owners: dict[str, StorageOwner] = field(default_factory=dict[str, StorageOwner])
     """Granted storage areas → owner."""
-    artifact_ids: frozenset[str] = field(default_factory=frozenset)
+    artifact_ids: frozenset[str] = field(default_factory=frozenset[str])
     """Artifacts granted by id beyond the conversation rule (configured files, input attachments)."""
 
     def can_read_conversation(self, conversation_id: str) -> bool:
