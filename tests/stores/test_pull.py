@@ -446,3 +446,26 @@ def test_cursor_codec_round_trips_positions_and_checks_its_binding() -> None:
             CursorCodec(b"x" * 100).decode(token, "state.list", ("owner", "prefix"))
     with pytest.raises(ValueError, match="16 bytes"):
         CursorCodec(b"short")
+
+
+async def test_history_cursors_stay_stable_while_items_arrive(stores: HostStores, pull: PullAPI) -> None:
+    """Paging back with cursors while new items are appended sees every older item exactly once."""
+    await _fill(stores, C1, 45)
+    seen: list[str] = []
+    cursor: str | None = None
+    while True:
+        page = await pull.history_page(RUN, HistoryPageParams(before_cursor=cursor, limit=10))
+        await stores.transcript.append_many([item(C1, "late")])
+        seen = [i.item_id for i in page.items] + seen
+        if page.next_cursor is None:
+            break
+        cursor = page.next_cursor
+    assert len(seen) == len(set(seen)) == 45
+
+
+async def test_events_page_limit_is_capped_at_100(stores: HostStores, pull: PullAPI) -> None:
+    """``events.page`` defaults to 50 records and never returns more than 100."""
+    await stores.events.append_many([event("c1") for _ in range(120)])
+    assert len((await pull.events_page(RUN, EventPageParams())).items) == 50
+    page = await pull.events_page(RUN, EventPageParams(limit=1000))
+    assert len(page.items) == 100 and page.has_more
