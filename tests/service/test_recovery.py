@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from agentrunner_host.db import create_engine, upgrade
 from agentrunner_host.service import HostService
 from agentrunner_host.stores import HOST_RESTARTED, HostStores, RunStart
 
 from .conftest import SettingsFactory, client_for
+from .fakes import GATED_RUNNER_ID, FakeGatedRunner, install_fakes
 
 
 async def test_runs_left_running_by_a_crash_are_closed_at_start(make_settings: SettingsFactory) -> None:
@@ -41,3 +44,25 @@ async def test_runs_left_running_by_a_crash_are_closed_at_start(make_settings: S
         results = (await client.get("/v1/runs/run_crashed/results")).json()
     assert run["status"] == "failed" and run["code"] == HOST_RESTARTED and run["live"] is False
     assert [r["type"] for r in results["results"]] == ["run.failed"] and results["done"] is True
+
+
+async def test_closing_the_service_cancels_live_runs_and_records_them(make_settings: SettingsFactory) -> None:
+    """Shutdown ends a live run ``run.failed``/``cancelled`` (not ``host_restarted``) and refuses new events."""
+    settings = make_settings()
+    runner = FakeGatedRunner()
+    async with HostService.open(settings) as service, client_for(service) as client:
+        install_fakes(service, runner)
+        await client.post("/v1/agents", json={"agent_id": "gated", "runner_id": GATED_RUNNER_ID})
+        await client.post(
+            "/v1/bindings",
+            json={"binding_id": "gated", "agent_id": "gated", "scope": {"type": "bot", "id": "g"}},
+        )
+        run_id = (await client.post("/v1/events", json={"text": "x", "bot_id": "g"})).json()["run_id"]
+        await asyncio.wait_for(runner.started.wait(), timeout=5)
+        await service.cancel_all()
+        refused = await client.post("/v1/events", json={"text": "late"})
+        assert refused.status_code == 503 and refused.json()["error"]["code"] == "unavailable"
+    async with HostService.open(settings) as service, client_for(service) as client:
+        assert service.recovered_runs == []
+        run = (await client.get(f"/v1/runs/{run_id}")).json()
+    assert run["status"] == "failed" and run["code"] == "cancelled"
