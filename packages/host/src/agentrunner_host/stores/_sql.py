@@ -1,4 +1,4 @@
-"""Dialect helpers shared by the stores: upserts and sequence allocation."""
+"""Helpers shared by the stores: dialect upserts, the stored thread form, structured keys."""
 
 from __future__ import annotations
 
@@ -8,13 +8,8 @@ from typing import Any
 from agentrunner import _json
 from sqlalchemy import Table
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.ext.asyncio import AsyncConnection
 
-from .models import SequenceCounterRow
-
-__all__ = ["allocate_seq", "canonical", "digest", "insert_for", "main_line", "thread_or_none"]
-
-_COUNTERS: Table = SequenceCounterRow.__table__  # pyright: ignore[reportAssignmentType]
+__all__ = ["canonical", "digest", "insert_for", "main_line", "thread_or_none"]
 
 
 def insert_for(dialect: str, table: Table) -> Any:
@@ -22,27 +17,6 @@ def insert_for(dialect: str, table: Table) -> Any:
     if dialect == "postgresql":
         return postgresql.insert(table)
     return sqlite.insert(table)
-
-
-async def allocate_seq(
-    conn: AsyncConnection, dialect: str, *, stream: str, conversation_id: str, thread_id: str, count: int
-) -> int:
-    """Reserve *count* consecutive numbers on a stream and return the first.
-
-    The upsert locks the counter row until the transaction ends, so concurrent writers queue up and a
-    rollback gives the numbers back: no gaps, no duplicates.
-    """
-    stmt = (
-        insert_for(dialect, _COUNTERS)
-        .values(stream=stream, conversation_id=conversation_id, thread_id=thread_id, last_seq=count)
-        .on_conflict_do_update(
-            index_elements=["stream", "conversation_id", "thread_id"],
-            set_={"last_seq": _COUNTERS.c.last_seq + count},
-        )
-        .returning(_COUNTERS.c.last_seq)
-    )
-    last: int = (await conn.execute(stmt)).scalar_one()
-    return last - count + 1
 
 
 def main_line(thread_id: str | None) -> str:

@@ -104,9 +104,10 @@ class Base(DeclarativeBase):
 class SequenceCounterRow(Base):
     """The last sequence number handed out on one stream (events of a conversation, transcript of a thread).
 
-    Bumped with one ``INSERT ... ON CONFLICT DO UPDATE ... RETURNING`` inside the writing transaction, which
-    locks the row until commit: concurrent writers of one conversation queue up, and a rolled-back writer
-    gives its numbers back, so sequences have neither gaps nor duplicates.
+    Used on PostgreSQL: bumped with one ``INSERT ... ON CONFLICT DO UPDATE ... RETURNING`` inside the
+    writing transaction, which locks the row until commit: concurrent writers of one conversation queue up,
+    and a rolled-back writer gives its numbers back, so sequences have neither gaps nor duplicates. SQLite's
+    single writer takes ``MAX(seq) + 1`` inside the ``INSERT`` instead and leaves this table empty.
     """
 
     __tablename__ = "sequence_counters"
