@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
 from agentrunner import (
     MAX_STATE_VALUE_BYTES,
@@ -271,6 +271,25 @@ class LateBackCall(AgentRunner):
 
 _background: set[asyncio.Task[Any]] = set()
 
+
+class Crosstalk(AgentRunner):
+    """Keeps the events of runs in flight in a class-level list, and mentions another one in its reply."""
+
+    manifest = _manifest("crosstalk")
+    in_flight: ClassVar[list[str]] = []
+
+    async def run(self, ctx: AgentRunContext, api: AgentRunAPI) -> AsyncIterator[AgentRunResult]:
+        mine = ctx.event.event_id
+        Crosstalk.in_flight.append(mine)
+        try:
+            await asyncio.sleep(0.005)
+            others = [event for event in Crosstalk.in_flight if event != mine]
+        finally:
+            Crosstalk.in_flight.remove(mine)
+        reply = _text(ctx) + (f" (also serving {others[0]})" if others else "")
+        yield self.emitter(ctx).complete(reply)
+
+
 BROKEN: Final[dict[type[AgentRunner], str]] = {
     NoTerminal: "result.terminal.exactly-one",
     TwoTerminals: "result.terminal.exactly-one",
@@ -290,5 +309,6 @@ BROKEN: Final[dict[type[AgentRunner], str]] = {
     WrongRunId: "result.run-id.matches",
     UndeclaredPlatformAction: "capability.platform-api.undeclared-actions",
     LateBackCall: "backcall.only-while-live",
+    Crosstalk: "isolation.concurrent-runs",
 }
 """Each broken runner and the one requirement it breaks."""

@@ -621,7 +621,8 @@ async def _wait(delay: float) -> None:
     if delay <= 0:
         return
     if math.isinf(delay):
-        await asyncio.Event().wait()
+        await asyncio.Event().wait()  # never set: only a cancel (or the run's deadline) ends the wait
+        return
     await asyncio.sleep(delay)
 
 

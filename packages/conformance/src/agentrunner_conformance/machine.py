@@ -8,12 +8,27 @@ so every coroutine goes through one anyio blocking portal: one event loop for th
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
 import anyio
-from agentrunner import AgentRunner, AgentRunnerManifest
+from agentrunner import (
+    ActorContext,
+    AgentEventContext,
+    AgentInput,
+    AgentResources,
+    AgentRunContext,
+    AgentRunner,
+    AgentRunnerManifest,
+    AgentRuntimeContext,
+    AgentTrigger,
+    ContextAccess,
+    ContextAPICapabilities,
+    ConversationContext,
+    DeliveryContext,
+)
 from anyio.from_thread import BlockingPortal
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
@@ -23,7 +38,7 @@ from .host import CallBehaviour, FaultPlan, SimulatedHost
 from .invariants import Violation, check_no_cross_run_leak, evaluate_run
 from .profiles import Profile
 from .requirements import REQUIREMENTS
-from .strategies import EVENT_TYPES, fault_plans, run_contexts
+from .strategies import EVENT_TYPES, MESSAGE_EVENT_TYPES, fault_plans, texts
 
 __all__ = ["MachineFinding", "ViolationFound", "runner_machine"]
 
@@ -47,6 +62,31 @@ class ViolationFound(Exception):
     def __init__(self, violation: Violation) -> None:
         super().__init__(f"{violation.requirement_id}: {violation.message}")
         self.violation = violation
+
+
+@st.composite
+def _core_contexts(draw: st.DrawFn, marker: str, run_id: str) -> AgentRunContext:
+    """Contexts with few choices: event kind, text, streaming, state. The machine is about timing and
+    interleaving, and small examples keep its shrinking fast; the other probes cover the variety."""
+    event_type = draw(st.sampled_from(EVENT_TYPES))
+    text = f"{marker} {draw(texts(max_size=12))}" if event_type in MESSAGE_EVENT_TYPES else None
+    conversation = f"conv{marker}"
+    return AgentRunContext(
+        run_id=run_id,
+        trigger=AgentTrigger(type=event_type, source="platform"),
+        event=AgentEventContext(
+            event_id=f"evt{marker}", event_type=event_type, source="telegram", data={"marker": marker}
+        ),
+        conversation=ConversationContext(conversation_id=conversation),
+        actor=ActorContext(actor_type="user", actor_id=f"user{marker}"),
+        input=AgentInput(text=text),
+        delivery=DeliveryContext(surface="http.stream", supports_streaming=draw(st.booleans())),
+        resources=AgentResources(),
+        context=ContextAccess(
+            conversation_id=conversation, available_apis=ContextAPICapabilities(state=draw(st.booleans()))
+        ),
+        runtime=AgentRuntimeContext(trace_id=f"trace{marker}", metadata={"session_key": f"session{marker}"}),
+    )
 
 
 def runner_machine(
@@ -78,11 +118,15 @@ def runner_machine(
             self.runner = factory()
             self.host = SimulatedHost()
             self.handles: list[RunHandle] = []
+            self.pending: list[tuple[AgentRunContext, FaultPlan, str]] = []
             self.steps: list[str] = []
 
-        def _start(self, data: st.DataObject, *, deadline_in: float | None) -> None:
-            marker = f"#R{len(self.handles)}#"
-            ctx = data.draw(run_contexts(marker=marker, event_types=EVENT_TYPES))
+        def _prepare(
+            self, data: st.DataObject, *, deadline_in: float | None
+        ) -> tuple[AgentRunContext, FaultPlan, str]:
+            number = len(self.handles) + len(self.pending)
+            marker = f"#R{number}#"
+            ctx = data.draw(_core_contexts(marker, f"run-{number}"))
             if deadline_in is None:
                 plan = data.draw(fault_plans(max_delay=0.02, error_weight=0.2))
             else:
@@ -90,16 +134,33 @@ def runner_machine(
                 plan = FaultPlan(default=CallBehaviour(delay=slow))
                 runtime = ctx.runtime.model_copy(update={"deadline_at": time.time() + deadline_in})
                 ctx = ctx.model_copy(update={"runtime": runtime})
-            handle = portal.call(lambda: start_run(self.runner, ctx, self.host, plan=plan, marker=marker))
-            self.handles.append(handle)
             deadline = "" if deadline_in is None else f", deadline in {deadline_in:g}s"
             self.steps.append(
                 f"start run {marker} ({ctx.event.event_type}, input {ctx.input.text!r}, host {plan.describe()}{deadline})"
             )
+            self.pending.append((ctx, plan, marker))
+            return ctx, plan, marker
 
-        @rule(data=st.data())
-        def start_a_run(self, data: st.DataObject) -> None:
-            self._start(data, deadline_in=None)
+        def _launch(self) -> None:
+            """Start every prepared run in one step of the event loop, so they run side by side."""
+            batch, self.pending = self.pending, []
+
+            async def launch() -> list[RunHandle]:
+                return [await start_run(self.runner, c, self.host, plan=p, marker=m) for c, p, m in batch]
+
+            self.handles.extend(portal.call(launch))
+
+        def _start(self, data: st.DataObject, *, deadline_in: float | None) -> None:
+            self._prepare(data, deadline_in=deadline_in)
+            self._launch()
+
+        @rule(data=st.data(), count=st.integers(1, 4))
+        def start_runs(self, data: st.DataObject, count: int) -> None:
+            for _ in range(count):
+                self._prepare(data, deadline_in=None)
+            if count > 1:
+                self.steps.append(f"(the {count} runs above start together)")
+            self._launch()
 
         @rule(data=st.data(), deadline_in=st.sampled_from([0.0, 0.01, 0.03]))
         def start_a_run_whose_deadline_passes(self, data: st.DataObject, deadline_in: float) -> None:
@@ -120,10 +181,14 @@ def runner_machine(
             portal.call(anyio.sleep, ticks * 0.002)
 
         def teardown(self) -> None:
-            records: list[RunRecord] = [
-                portal.call(lambda h=h: h.finish(deadline_grace=profile.deadline_grace, linger=0.002))
-                for h in self.handles
-            ]
+            async def finish_all() -> list[RunRecord]:
+                # Side by side, so the runs' grace periods and lingers overlap instead of adding up.
+                finishing = (
+                    h.finish(deadline_grace=profile.deadline_grace, linger=0.002) for h in self.handles
+                )
+                return list(await asyncio.gather(*finishing))
+
+            records = portal.call(finish_all)
             violations = [v for r in records for v in evaluate_run(r, manifest)]
             violations += check_no_cross_run_leak(records)
             for violation in violations:

@@ -136,6 +136,7 @@ class RequirementItem(pytest.Item):
         return self.target, None, f"agentrunner conformance: {self.requirement_id}"
 
 
+@pytest.hookimpl(tryfirst=True)  # before -k / -m deselection, so they apply to these items too
 def pytest_collection_modifyitems(
     session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
 ) -> None:
