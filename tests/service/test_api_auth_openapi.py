@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import httpx
 import pytest
 from agentrunner_host.config import ConfigFileError
 from agentrunner_host.http import ENDPOINTS
+from agentrunner_host.http.markdown import render_current
 from agentrunner_host.service import HostService
 from sqlalchemy import text
 
@@ -126,3 +129,11 @@ async def test_runners_are_listed_with_their_config_forms(client: httpx.AsyncCli
     echo = next(r for r in runners if r["runner_id"] == "plugin:agentrunner/echo/default")
     assert echo["plugin_id"] == "agentrunner/echo" and echo["label"]["en_US"] == "Echo"
     assert [f["name"] for f in echo["config_schema"]] == ["prefix"]
+
+
+def test_the_http_api_reference_in_docs_matches_the_openapi_document() -> None:
+    """``docs/http-api.md`` is the rendering of the current document (regenerate it when this fails)."""
+    path = Path(__file__).resolve().parents[2] / "docs" / "http-api.md"
+    assert path.read_text(encoding="utf-8") == render_current(), (
+        "docs/http-api.md is stale: python -m agentrunner_host.http.markdown > docs/http-api.md"
+    )
