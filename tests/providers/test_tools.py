@@ -317,3 +317,22 @@ async def test_several_servers_are_listed_together_and_a_broken_one_does_not_hid
         await tools.aclose()
     assert names == ["one__add", "two__add"]
     assert result.content == {"result": 2}
+
+
+async def test_a_server_that_never_answers_times_out_at_start_and_is_cleaned_up(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A process that never speaks MCP fails its start-up within the timeout and is ended (and reaped)."""
+    mute = MCPServerConfig(
+        name="mute",
+        transport="stdio",
+        command=sys.executable,
+        args=["-c", "import time; time.sleep(60)"],
+        startup_timeout_seconds=0.5,
+    )
+    tools = HostTools(mcp_servers=[mute], python_tools=[])
+    try:
+        assert await tools.refresh() == []
+    finally:
+        await tools.aclose()
+    assert "did not start in time" in caplog.text

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 import inspect
 import logging
 import os
@@ -210,6 +209,7 @@ class _MCPConnection:
         self._session: ClientSession | None = None
         self._task: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
+        self._ready: asyncio.Future[ClientSession] | None = None
         self.tools: list[mcp_types.Tool] | None = None
         """Cached tool list (``None`` until listed)."""
 
@@ -222,6 +222,7 @@ class _MCPConnection:
 
     async def _start(self) -> ClientSession:
         ready: asyncio.Future[ClientSession] = asyncio.get_running_loop().create_future()
+        self._ready = ready
         self._stop = asyncio.Event()
         self._task = asyncio.create_task(self._serve(ready, self._stop), name=f"mcp:{self.config.name}")
         try:
@@ -290,15 +291,19 @@ class _MCPConnection:
         if task is None:
             return
         self._stop.set()
-        try:
-            async with asyncio.timeout(5.0):
-                await asyncio.shield(task)
-        except TimeoutError:
+        ready = self._ready
+        if ready is None or not ready.done() or ready.cancelled() or ready.exception() is not None:
+            # still starting (or failed to): the transport task is not waiting on the stop event, so end it now
             task.cancel()
-            with contextlib.suppress(BaseException):
-                await task
-        except Exception:  # the session's own failure was logged by _serve
-            pass
+        # asyncio.wait never raises the task's own outcome, only our caller's cancellation
+        done, _ = await asyncio.wait({task}, timeout=5.0)
+        if not done:
+            task.cancel()
+            await asyncio.wait({task}, timeout=5.0)
+        if task.done() and not task.cancelled():
+            task.exception()  # already logged by _serve
+        if ready is not None:
+            _consume(ready)
 
     async def broken(self) -> None:
         """Drop the session after a transport failure; the next call starts a new one."""
