@@ -35,7 +35,7 @@ PROFILES: Final[dict[str, Profile]] = {
         cancel_grace=0.2,
         deadline_grace=0.2,
     ),
-    "default": Profile(name="default", max_examples=60, stateful_steps=20, stateful_examples=25),
+    "default": Profile(name="default", max_examples=100, stateful_steps=20, stateful_examples=50),
     "thorough": Profile(name="thorough", max_examples=300, stateful_steps=40, stateful_examples=100),
 }
 """The built-in profiles: ``quick`` (seconds), ``default`` (about a minute at most), ``thorough``."""
