@@ -305,10 +305,12 @@ class _MCPConnection:
         if ready is not None:
             _consume(ready)
 
-    async def broken(self) -> None:
-        """Drop the session after a transport failure; the next call starts a new one."""
+    async def broken(self, session: ClientSession) -> None:
+        """Drop *session* after a transport failure; the next call starts a new one. A session that was
+        already replaced is left alone (another call may have restarted the server meanwhile)."""
         async with self._lock:
-            await self._shutdown()
+            if self._session is session:
+                await self._shutdown()
 
     async def list_tools(self) -> list[mcp_types.Tool]:
         session = await self.session()
@@ -324,7 +326,7 @@ class _MCPConnection:
                     break
         except Exception as exc:
             if _is_disconnect(exc):
-                await self.broken()
+                await self.broken(session)
             raise
         allowed = self.config.tools
         self.tools = [t for t in tools if allowed is None or t.name in allowed]
@@ -519,7 +521,7 @@ class HostTools:
             ) from None
         except MCPError as exc:
             if _is_disconnect(exc):
-                await server.broken()
+                await server.broken(session)
                 raise RuntimeAPIError(f"MCP server {config.name!r} disconnected", retryable=True) from None
             if exc.error.code == mcp_types.INVALID_PARAMS:
                 raise InvalidArgumentError(f"tool {name!r}: {exc.error.message}") from None
@@ -528,7 +530,7 @@ class HostTools:
             ) from None
         except Exception as exc:
             if _is_disconnect(exc):
-                await server.broken()
+                await server.broken(session)
                 raise RuntimeAPIError(f"MCP server {config.name!r} disconnected", retryable=True) from None
             raise
         return await self._mcp_content(result, access), result.is_error
