@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from agentrunner_host.db import default_sqlite_url
 from agentrunner_host.errors import ConfigurationError
 
-from .model import HostConfig
+from .model import HostConfig, is_loopback_host
 from .secrets import find_literal_secrets, url_has_password
 
 __all__ = [
@@ -104,7 +104,7 @@ class Settings:
     @property
     def is_loopback(self) -> bool:
         """Whether the HTTP API binds a loopback address."""
-        return self.http_host in {"127.0.0.1", "::1", "localhost"} or self.http_host.startswith("127.")
+        return is_loopback_host(self.http_host)
 
     def require_token_for_bind(self) -> None:
         """Refuse a non-loopback bind without a token (raises :class:`ConfigFileError`)."""

@@ -20,6 +20,7 @@ __all__ = [
     "HostConfig",
     "HttpConfig",
     "RunnersConfig",
+    "is_loopback_host",
 ]
 
 DEFAULT_HTTP_PORT: Final = 8420
@@ -30,6 +31,11 @@ LOCAL_AGENT_RUNNER_ID: Final = "plugin:langbot/local-agent/default"
 """The default runner once a model is configured (when installed)."""
 LOOPBACK_HOSTS: Final = frozenset({"127.0.0.1", "::1", "localhost"})
 """Bind addresses that need no API token."""
+
+
+def is_loopback_host(host: str) -> bool:
+    """Whether *host* is a loopback bind address (``127.0.0.0/8``, ``::1``, ``localhost``)."""
+    return host in LOOPBACK_HOSTS or host.startswith("127.")
 
 
 class _Section(BaseModel):
@@ -51,7 +57,7 @@ class HttpConfig(_Section):
     @property
     def is_loopback(self) -> bool:
         """Whether the bind address is a loopback address."""
-        return self.host in LOOPBACK_HOSTS or self.host.startswith("127.")
+        return is_loopback_host(self.host)
 
 
 class RunnersConfig(_Section):

@@ -13,7 +13,7 @@ from starlette.responses import Response
 
 from .schemas import ErrorBody
 
-__all__ = ["SSE_EVENT_SCHEMA", "Endpoint", "Param", "build_openapi"]
+__all__ = ["SSE_EVENT_SCHEMA", "Endpoint", "Handler", "Param", "build_openapi"]
 
 Handler = Callable[[Request], Awaitable[Response]]
 
@@ -35,10 +35,15 @@ class Param:
     """A query, path or header parameter."""
 
     name: str
+    """Name."""
     where: Literal["query", "path", "header"]
+    """Location (OpenAPI ``in``)."""
     schema: dict[str, Any]
+    """JSON Schema of the value."""
     description: str
+    """What it does."""
     required: bool = False
+    """Required (path parameters always are)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -46,14 +51,23 @@ class Endpoint:
     """One route: its handler and everything the OpenAPI document says about it."""
 
     method: str
+    """HTTP method."""
     path: str
+    """Path template (``{name}`` for path parameters)."""
     handler: Handler
+    """Starlette handler."""
     operation_id: str
+    """OpenAPI ``operationId``."""
     summary: str
+    """One line for the document."""
     tag: str
+    """Group in the document."""
     body: type[BaseModel] | None = None
+    """Request body model (validated strictly)."""
     responses: dict[int, tuple[type[BaseModel] | None, str]]
+    """Status → (body model, description)."""
     params: tuple[Param, ...] = ()
+    """Parameters."""
     sse_status: int | None = None
     """The status that may answer ``text/event-stream`` instead of JSON."""
 

@@ -54,7 +54,9 @@ class AgentEntry:
     """An agent and where it is defined."""
 
     agent: AgentConfig
+    """The agent as defined (runner config unresolved, env references kept)."""
     source: Source
+    """Where it is defined."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +64,9 @@ class BindingEntry:
     """A binding spec and where it is defined."""
 
     binding: BindingSpec
+    """The binding as defined."""
     source: Source
+    """Where it is defined."""
 
 
 class _AgentsFile(BaseModel):

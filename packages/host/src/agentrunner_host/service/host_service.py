@@ -73,19 +73,33 @@ class RunView:
     """A run as the API reports it."""
 
     run_id: str
+    """Run id."""
     status: str
+    """``running``, ``completed`` or ``failed``."""
     code: str | None = None
+    """Failure code."""
     message: str | None = None
+    """Failure message."""
     runner_id: str
+    """Runner."""
     binding_id: str
+    """Binding that chose it."""
     event_id: str
+    """Triggering event (empty while a live run's start is not stored yet)."""
     conversation_id: str | None = None
+    """Conversation."""
     thread_id: str | None = None
+    """Thread."""
     started_at: int | None = None
+    """Unix epoch milliseconds."""
     ended_at: int | None = None
+    """Unix epoch milliseconds."""
     results: int = 0
+    """Results so far."""
     live: bool = False
+    """Executing in this process."""
     usage: dict[str, Any] = field(default_factory=dict[str, Any])
+    """Usage totals."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,8 +107,11 @@ class ReplayItem:
     """One result for a reader: its host sequence, type and wire payload."""
 
     host_seq: int
+    """1-based, gap-free position in the run."""
     type: str
+    """Result type."""
     payload: dict[str, Any]
+    """The result as JSON."""
 
     @classmethod
     def of(cls, item: DeliveredResult | ResultRecord) -> ReplayItem:
