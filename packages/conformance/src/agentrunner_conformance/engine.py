@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
 from agentrunner import AgentRunContext, AgentRunner, AgentRunnerManifest, _json
-from anyio.from_thread import start_blocking_portal
+from anyio.from_thread import BlockingPortal, start_blocking_portal
 from hypothesis import HealthCheck, Phase, Verbosity, given, seed, settings
 from hypothesis import strategies as st
 from hypothesis.errors import Flaky
@@ -330,7 +330,7 @@ def _settings(profile: Profile, *, stateful: bool) -> settings:
 
 
 def _search(
-    probe: Probe, env: _Env, portal: Any, probe_seed: int, ignored: Collection[str]
+    probe: Probe, env: _Env, portal: BlockingPortal, probe_seed: int, ignored: Collection[str]
 ) -> _Finding | None:
     caps = env.manifest.capabilities
 
