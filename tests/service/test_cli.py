@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 from pathlib import Path
 
@@ -9,6 +10,8 @@ import pytest
 from agentrunner import AgentRunnerManifest, DynamicFormItemSchema, I18nObject
 from agentrunner import _json as json
 from agentrunner_host.cli import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, cli
+from agentrunner_host.db import create_engine, default_sqlite_url, upgrade
+from agentrunner_host.stores import HostStores, RunStart
 
 ECHO = "plugin:agentrunner/echo/default"
 
@@ -152,3 +155,37 @@ def test_migrate_config_prints_a_dry_run_diff(capsys: pytest.CaptureFixture[str]
     assert json.loads(Path("pipeline.json").read_bytes()) == legacy
     Path("broken.json").write_text("{nope")
     assert run("migrate-config", "broken.json")[0] == EXIT_FAILURE
+
+
+def test_chat_leaves_the_runs_of_a_running_server_alone() -> None:
+    """Only ``serve`` closes interrupted runs; ``chat`` next to a live server must not fail its runs."""
+    data = Path("data").resolve()
+    data.mkdir()
+
+    async def start_foreign_run() -> None:
+        engine = create_engine(default_sqlite_url(data))
+        try:
+            await upgrade(engine)
+            stores = await HostStores.open(engine, data_dir=data)
+            await stores.runs.start(
+                RunStart(
+                    run_id="run_of_the_server",
+                    runner_id=ECHO,
+                    plugin_id="agentrunner/echo",
+                    binding_id="default",
+                    event_id="evt_server",
+                    conversation=None,
+                    snapshot={},
+                    snapshot_hash="h",
+                    deadline_at=None,
+                    started_at=1,
+                )
+            )
+            await stores.aclose()
+        finally:
+            await engine.dispose()
+
+    asyncio.run(start_foreign_run())
+    assert run("chat", "--message", "hi")[0] == EXIT_OK
+    code, shown = run("runs", "show", "run_of_the_server")
+    assert code == EXIT_OK and json.loads(shown)["status"] == "running"

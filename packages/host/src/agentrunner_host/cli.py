@@ -278,7 +278,8 @@ def _cmd_chat(args: argparse.Namespace, out: TextIO) -> int:
         return ok
 
     async def main() -> int:
-        async with HostService.open(settings) as service:
+        # No crash recovery here: a server may be executing runs on the same database right now.
+        async with HostService.open(settings, recover=False) as service:
             if not interactive:
                 return EXIT_OK if await turn(service, args.message) else EXIT_FAILURE
             sys.stderr.write(f"conversation {conversation}; an empty line or Ctrl-D ends the chat\n")
