@@ -126,6 +126,14 @@ def test_conversation_id_precedence() -> None:
     assert (event.launcher_type, event.launcher_id) == ("person", "launcher-123")
 
 
+def test_a_very_long_launcher_id_gives_a_hashed_conversation_id() -> None:
+    """A derived conversation id that would pass the envelope's cap is hashed, so distinct chats stay distinct."""
+    one = pipeline_entry(CONFIG, _message(launcher_id="g" * 190 + "1")).event.conversation_id
+    two = pipeline_entry(CONFIG, _message(launcher_id="g" * 190 + "2")).event.conversation_id
+    assert one is not None and two is not None
+    assert one != two and len(one) <= 200 and one.startswith("person_")
+
+
 @pytest.mark.parametrize("streaming", [True, False])
 def test_delivery_follows_the_platform_and_the_output_settings(streaming: bool) -> None:
     """R14: surface ``platform``; streaming is what the output settings say (both on the event and the policy)."""

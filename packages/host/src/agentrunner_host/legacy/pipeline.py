@@ -73,6 +73,7 @@ EVENT_ID_PREFIX: Final = "host:"
 """Prefix of every event id this entry produces."""
 
 _MAX_PARAM_DEPTH: Final = 32
+_MAX_CONVERSATION_ID: Final = 200
 
 NO_TOOLS: Final = "__none__"
 """The tool grant of a pipeline that enables no tools: a name no catalog tool has (a form's "none" value)."""
@@ -264,7 +265,12 @@ def _conversation_id(message: PipelineMessage) -> str:
     variable = message.query_variables.get("conversation_id")
     if isinstance(variable, str) and variable:
         return variable
-    return f"{message.launcher_type}_{message.launcher_id}"
+    derived = f"{message.launcher_type}_{message.launcher_id}"
+    if len(derived) > _MAX_CONVERSATION_ID:
+        # the envelope caps ids; a long platform id is hashed rather than cut (cut ids could collide)
+        digest = hashlib.sha256(message.launcher_id.encode()).hexdigest()[:32]
+        derived = f"{message.launcher_type}_{digest}"
+    return derived
 
 
 def _input(message: PipelineMessage) -> AgentInput:
