@@ -128,10 +128,12 @@ def test_conversation_id_precedence() -> None:
 
 def test_a_very_long_launcher_id_gives_a_hashed_conversation_id() -> None:
     """A derived conversation id that would pass the envelope's cap is hashed, so distinct chats stay distinct."""
-    one = pipeline_entry(CONFIG, _message(launcher_id="g" * 190 + "1")).event.conversation_id
-    two = pipeline_entry(CONFIG, _message(launcher_id="g" * 190 + "2")).event.conversation_id
+    one = pipeline_entry(CONFIG, _message(launcher_id="g" * 195 + "1")).event.conversation_id
+    two = pipeline_entry(CONFIG, _message(launcher_id="g" * 195 + "2")).event.conversation_id
     assert one is not None and two is not None
-    assert one != two and len(one) <= 200 and one.startswith("person_")
+    assert one != two and len(one) <= 200 and one.startswith("conv:")
+    long_variable = {"conversation_id": "c" * 300}
+    assert pipeline_entry(CONFIG, _message(query_variables=long_variable)).event.conversation_id != one
 
 
 @pytest.mark.parametrize("streaming", [True, False])

@@ -260,17 +260,17 @@ def scoped_event_id(message: PipelineMessage) -> str:
 
 
 def _conversation_id(message: PipelineMessage) -> str:
-    if message.conversation_id:
-        return message.conversation_id
     variable = message.query_variables.get("conversation_id")
-    if isinstance(variable, str) and variable:
-        return variable
-    derived = f"{message.launcher_type}_{message.launcher_id}"
-    if len(derived) > _MAX_CONVERSATION_ID:
-        # the envelope caps ids; a long platform id is hashed rather than cut (cut ids could collide)
-        digest = hashlib.sha256(message.launcher_id.encode()).hexdigest()[:32]
-        derived = f"{message.launcher_type}_{digest}"
-    return derived
+    if message.conversation_id:
+        chosen = message.conversation_id
+    elif isinstance(variable, str) and variable:
+        chosen = variable
+    else:
+        chosen = f"{message.launcher_type}_{message.launcher_id}"
+    if len(chosen) > _MAX_CONVERSATION_ID:
+        # the envelope caps ids; a long id is hashed rather than cut (cut ids could collide)
+        chosen = "conv:" + hashlib.sha256(chosen.encode()).hexdigest()[:32]
+    return chosen
 
 
 def _input(message: PipelineMessage) -> AgentInput:
