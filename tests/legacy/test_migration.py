@@ -201,3 +201,12 @@ def test_expire_time_is_read_in_seconds_with_zero_meaning_never(value: object, e
     config: dict[str, Any] = {"ai": {"runner": {} if value is None else {"expire-time": value}}}
     assert expire_seconds(config) == expected
     assert expire_seconds({}) == 0
+
+
+@pytest.mark.parametrize(("legacy_name", "runner_id"), sorted(LEGACY_RUNNERS.items()))
+def test_every_legacy_runner_name_migrates_even_next_to_an_empty_id(legacy_name: str, runner_id: str) -> None:
+    """An empty ``id`` left by a half-migrated pipeline does not block the legacy name from being mapped."""
+    config = {"ai": {"runner": {"id": "", "runner": legacy_name}, legacy_name: {"k": 1}}}
+    result = migrate_pipeline_config(config)
+    assert result.runner_id == runner_id
+    assert result.config["ai"] == {"runner": {"id": runner_id}, "runner_config": {runner_id: {"k": 1}}}
