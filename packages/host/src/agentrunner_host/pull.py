@@ -99,6 +99,7 @@ _MAC_BYTES: Final = 16
 _SEARCH_FILTERS: Final = frozenset({"conversation_id", "thread_id", "roles", "event_types"})
 
 
+_URLSAFE: Final = bytes.maketrans(b"+/", b"-_")
 _INT_KIND: Final = b"\x01"
 _STR_KIND: Final = b"\x02"
 
@@ -136,7 +137,7 @@ class CursorCodec:
                 payload = _STR_KIND + position.encode()
             mac = context.copy()
             mac.update(payload)
-            token = base64.urlsafe_b64encode(payload + mac.digest())
+            token = binascii.b2a_base64(payload + mac.digest(), newline=False).translate(_URLSAFE)
             return (token if len(payload) == 8 else token.rstrip(b"=")).decode()
 
         return encode
