@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator
 from typing import Any, ClassVar, Final
@@ -290,6 +291,92 @@ class Crosstalk(AgentRunner):
         yield self.emitter(ctx).complete(reply)
 
 
+class CompletesWhenCancelled(AgentRunner):
+    """Declares interrupt, but answers a cancel with a successful completion."""
+
+    manifest = _manifest("completes-when-cancelled", interrupt=True)
+
+    async def run(self, ctx: AgentRunContext, api: AgentRunAPI) -> AsyncIterator[AgentRunResult]:
+        out = self.emitter(ctx)
+        try:
+            await asyncio.sleep(0.02)
+        except asyncio.CancelledError:
+            yield out.complete("done anyway")
+            return
+        yield out.complete(_text(ctx))
+
+
+class MismatchedDeltas(AgentRunner):
+    """Streams one text and completes with another."""
+
+    manifest = _manifest("mismatched-deltas", streaming=True)
+
+    async def run(self, ctx: AgentRunContext, api: AgentRunAPI) -> AsyncIterator[AgentRunResult]:
+        out = self.emitter(ctx)
+        yield out.delta("draft: ")
+        yield out.complete(_text(ctx))
+
+
+class InventsResultTypes(AgentRunner):
+    """Sends a result type Protocol v1 does not have."""
+
+    manifest = _manifest("invents-result-types")
+
+    async def run(self, ctx: AgentRunContext, api: AgentRunAPI) -> AsyncIterator[Any]:
+        yield {"type": "thought.delta", "run_id": ctx.run_id, "data": {"text": "hmm"}}
+        yield self.emitter(ctx).complete(_text(ctx))
+
+
+class InvalidResultData(AgentRunner):
+    """Sends a state.updated with a scope that does not exist."""
+
+    manifest = _manifest("invalid-result-data")
+
+    async def run(self, ctx: AgentRunContext, api: AgentRunAPI) -> AsyncIterator[Any]:
+        yield {
+            "type": "state.updated",
+            "run_id": ctx.run_id,
+            "data": {"scope": "galaxy", "key": "k", "value": 1},
+        }
+        yield self.emitter(ctx).complete(_text(ctx))
+
+
+class InvalidBackCallParams(AgentRunner):
+    """Reads state without naming the key (and handles the refusal)."""
+
+    manifest = _manifest("invalid-back-call-params")
+
+    async def run(self, ctx: AgentRunContext, api: AgentRunAPI) -> AsyncIterator[AgentRunResult]:
+        with contextlib.suppress(APIError):
+            await api.call_raw("state.get", {"scope": "conversation"})
+        yield self.emitter(ctx).complete(_text(ctx))
+
+
+class ActionWithoutKey(AgentRunner):
+    """Declares platform_api but requests an action without an idempotency key."""
+
+    manifest = _manifest("action-without-key", platform_api=True)
+
+    async def run(self, ctx: AgentRunContext, api: AgentRunAPI) -> AsyncIterator[AgentRunResult]:
+        out = self.emitter(ctx)
+        action = out.action("message.react", {"message_id": "m1"}, idempotency_key="k")
+        yield action.model_copy(update={"data": action.data.model_copy(update={"idempotency_key": None})})
+        yield out.complete(_text(ctx))
+
+
+class UndeclaredToolCalls(AgentRunner):
+    """Calls the tools it was granted without declaring tool_calling."""
+
+    manifest = _manifest("undeclared-tool-calls")
+
+    async def run(self, ctx: AgentRunContext, api: AgentRunAPI) -> AsyncIterator[AgentRunResult]:
+        for tool in ctx.resources.tools:
+            if "call" in tool.operations:
+                with contextlib.suppress(APIError):
+                    await api.tools.call(tool.tool_name, {"q": _text(ctx)})
+        yield self.emitter(ctx).complete(_text(ctx))
+
+
 BROKEN: Final[dict[type[AgentRunner], str]] = {
     NoTerminal: "result.terminal.exactly-one",
     TwoTerminals: "result.terminal.exactly-one",
@@ -310,5 +397,12 @@ BROKEN: Final[dict[type[AgentRunner], str]] = {
     UndeclaredPlatformAction: "capability.platform-api.undeclared-actions",
     LateBackCall: "backcall.only-while-live",
     Crosstalk: "isolation.concurrent-runs",
+    CompletesWhenCancelled: "cancel.reports-cancelled",
+    MismatchedDeltas: "capability.streaming.deltas-match-message",
+    InventsResultTypes: "result.type.known",
+    InvalidResultData: "result.schema.valid",
+    InvalidBackCallParams: "backcall.params-valid",
+    ActionWithoutKey: "result.action.idempotency-key",
+    UndeclaredToolCalls: "capability.tool-calling.undeclared-calls",
 }
 """Each broken runner and the one requirement it breaks."""
