@@ -41,6 +41,11 @@ class StreamFrameChannel:
 
     The reader must have been created with ``limit >= max_frame_bytes``: a line longer than that raises
     :class:`~agentrunner.errors.ProtocolError` instead of buffering without bound.
+
+    The first frame sent in a turn of the event loop is written at once; the frames that follow it in the same
+    turn are written together at the end of the turn. A lone frame (a back-call, a delta from a model stream) is
+    never delayed, and a burst of results costs two ``write`` system calls (and reader wake-ups), not one per
+    frame. Code that blocks the loop right after a burst delays the burst's tail until the loop runs again.
     """
 
     def __init__(
@@ -53,6 +58,9 @@ class StreamFrameChannel:
         self._reader = reader
         self._writer = writer
         self.max_frame_bytes = max_frame_bytes
+        self._batch: list[bytes] = []
+        self._batch_bytes = 0
+        self._turn_open = False
 
     async def receive(self) -> bytes | None:
         """The next non-empty line, or ``None`` at EOF (a truncated last line counts as EOF: the peer died)."""
@@ -69,19 +77,43 @@ class StreamFrameChannel:
                 return line
 
     async def send(self, data: bytes) -> None:
-        """Write *data* and wait for the pipe to drain below its high-water mark."""
-        self._writer.write(data)
+        """Queue *data* for this turn's write; wait while the pipe is full (backpressure)."""
+        self.send_nowait(data)
+        if self._batch_bytes >= _FLUSH_BYTES:
+            self._flush()
         await self._writer.drain()
 
     def send_nowait(self, data: bytes) -> None:
-        """Write *data* into the transport's buffer."""
+        """Write *data* now if it is the first frame of this turn, else queue it for the end of the turn."""
+        if self._writer.is_closing():
+            return
+        if not self._turn_open:
+            self._turn_open = True
+            asyncio.get_running_loop().call_soon(self._flush)
+            self._writer.write(data)
+            return
+        self._batch.append(data)
+        self._batch_bytes += len(data)
+
+    def _flush(self) -> None:
+        self._turn_open = False
+        if not self._batch:
+            return
+        data = b"".join(self._batch)
+        self._batch.clear()
+        self._batch_bytes = 0
         if not self._writer.is_closing():
             self._writer.write(data)
 
     async def aclose(self) -> None:
-        """Close the writer (the peer reads EOF)."""
+        """Write what is queued, then close the writer (the peer reads EOF)."""
         if self._writer.is_closing():
             return
+        self._flush()
         self._writer.close()
         with contextlib.suppress(ConnectionError, BrokenPipeError):
             await self._writer.wait_closed()
+
+
+_FLUSH_BYTES = 256 * 1024
+"""Write a batch at once when it grows past this, so one turn of the loop never buffers without bound."""
