@@ -20,10 +20,10 @@ from .errors import (
     ConfigurationError,
     DuplicateEventError,
     HostError,
-    RunNotFoundError,
     RunnerNotFoundError,
     RunnerTransportError,
     RunnerUnavailableError,
+    RunNotFoundError,
 )
 from .host import Host
 from .inprocess import InProcessConnection, InProcessTransport
