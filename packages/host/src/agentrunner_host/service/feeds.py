@@ -21,9 +21,11 @@ __all__ = ["RunFeed"]
 class RunFeed:
     """Results of one live run, readable from any position by several readers."""
 
-    def __init__(self, handle: RunHandle) -> None:
+    def __init__(self, handle: RunHandle, *, event_id: str) -> None:
         self.handle = handle
         """The run."""
+        self.event_id = event_id
+        """The event that started it."""
         self._items: list[DeliveredResult] = []
         self._changed = asyncio.Condition()
         self._done = False

@@ -85,7 +85,7 @@ class RunView:
     binding_id: str
     """Binding that chose it."""
     event_id: str
-    """Triggering event (empty while a live run's start is not stored yet)."""
+    """Triggering event."""
     conversation_id: str | None = None
     """Conversation."""
     thread_id: str | None = None
@@ -303,7 +303,7 @@ class HostService:
             if exc.run_id is None:
                 exc.run_id = await self._run_for_event(event.event_id)
             raise
-        feed = RunFeed(handle)
+        feed = RunFeed(handle, event_id=event.event_id)
         self._feeds[handle.run_id] = feed
         task = asyncio.create_task(self._pump(feed), name=f"agentrunner-feed-{handle.run_id}")
         self._pumps.add(task)
@@ -317,6 +317,10 @@ class HostService:
             self._feeds.pop(feed.run_id, None)
 
     async def _run_for_event(self, event_id: str) -> str | None:
+        # A live run's row may not be written yet (its start is stored by the run's own task).
+        for feed in self._feeds.values():
+            if feed.event_id == event_id:
+                return feed.run_id
         stmt = select(RunRow.run_id).where(RunRow.event_id == event_id).order_by(RunRow.started_at).limit(1)
         async with self.engine.connect() as conn:
             return (await conn.execute(stmt)).scalar_one_or_none()
@@ -338,7 +342,7 @@ class HostService:
                 status="running",
                 runner_id=handle.snapshot.runner_id,
                 binding_id=handle.binding.binding_id,
-                event_id="",
+                event_id=feed.event_id,
                 results=feed.delivered,
                 live=True,
             )
