@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
 from collections.abc import AsyncIterator
@@ -49,13 +50,26 @@ def make_request(
 class FakeBackCallHandler:
     """Answers ``state.get`` with the caller it saw and ``models.stream`` with three chunks; records every call."""
 
-    def __init__(self, *, stream_chunks: int = 3) -> None:
+    def __init__(self, *, stream_chunks: int = 3, delay: float = 0.0, hang: bool = False) -> None:
         self.requests: list[BackCallRequest] = []
         self.stream_chunks = stream_chunks
         self.stream_closed = 0
+        self.delay = delay
+        self.hang = hang
+        self.received = asyncio.Event()
+        self.cancelled = 0
 
     async def handle(self, request: BackCallRequest) -> dict[str, Any]:
         self.requests.append(request)
+        self.received.set()
+        try:
+            if self.hang:
+                await asyncio.Event().wait()
+            if self.delay:
+                await asyncio.sleep(self.delay)
+        except asyncio.CancelledError:
+            self.cancelled += 1
+            raise
         if request.action == "state.get":
             return {
                 "scope": request.params["scope"],

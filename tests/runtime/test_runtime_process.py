@@ -158,6 +158,27 @@ async def test_a_back_call_for_a_foreign_run_is_unauthorized_without_reaching_th
     assert all(r.run_id == "run-foreign" for r in handler.requests)
 
 
+async def test_a_back_call_whose_handler_waits_is_answered_later(conn: SubprocessRunnerConnection) -> None:
+    """A handler that suspends (I/O) is served in its own task; the runner gets the answer when it is ready."""
+    conn._handler = FakeBackCallHandler(delay=0.05)
+    results = await _collect(conn, "caller", "run-slow-handler")
+    assert _message(results[0]) == {"state": {"caller": "tests/echo", "run_id": "run-slow-handler"}}
+
+
+async def test_cancelling_a_run_stops_its_back_calls_in_flight(conn: SubprocessRunnerConnection) -> None:
+    """A run cancelled while the host serves one of its back-calls ends cancelled, and the handler is cancelled."""
+    handler = FakeBackCallHandler(hang=True)
+    conn._handler = handler
+    stream = conn.run(make_request("caller", run_id="run-hang-call"))
+    waiting = asyncio.create_task(anext(stream))
+    await asyncio.wait_for(handler.received.wait(), 10)
+    await conn.cancel("run-hang-call")
+    with pytest.raises(RunnerTransportError) as info:
+        await asyncio.wait_for(waiting, 5)
+    assert info.value.code == "cancelled"
+    assert await _eventually(lambda: handler.cancelled == 1, within=2.0)
+
+
 async def test_a_streaming_back_call_is_flow_controlled_by_credit(conn: SubprocessRunnerConnection) -> None:
     """A stream longer than the chunk window still arrives whole: the runtime grants credit as it consumes."""
     handler = FakeBackCallHandler(stream_chunks=100)

@@ -27,6 +27,11 @@ class FrameChannel(Protocol):
         """Send one frame line, waiting while the peer is not reading (backpressure)."""
         ...
 
+    async def send_batched(self, data: bytes) -> None:
+        """Like :meth:`send` for a frame of a burst (results): it may be written with the frames that follow it
+        in the same turn of the event loop. Order with every other frame is kept."""
+        ...
+
     def send_nowait(self, data: bytes) -> None:
         """Queue one small control frame without waiting (credits, cancels); safe in ``finally`` blocks."""
         ...
@@ -42,10 +47,11 @@ class StreamFrameChannel:
     The reader must have been created with ``limit >= max_frame_bytes``: a line longer than that raises
     :class:`~agentrunner.errors.ProtocolError` instead of buffering without bound.
 
-    The first frame sent in a turn of the event loop is written at once; the frames that follow it in the same
-    turn are written together at the end of the turn. A lone frame (a back-call, a delta from a model stream) is
-    never delayed, and a burst of results costs two ``write`` system calls (and reader wake-ups), not one per
-    frame. Code that blocks the loop right after a burst delays the burst's tail until the loop runs again.
+    Frames go out at once, except in a burst: the first frame sent with :meth:`send_batched` in a turn of the
+    event loop is written at once, the ones that follow it in the same turn are written together at the end of
+    the turn. A lone result (a delta from a model stream) is never delayed, and a burst of results costs two
+    ``write`` system calls (and reader wake-ups), not one per frame. Code that blocks the loop right after a
+    burst delays the burst's tail until the loop runs again.
     """
 
     def __init__(
@@ -77,26 +83,40 @@ class StreamFrameChannel:
                 return line
 
     async def send(self, data: bytes) -> None:
-        """Queue *data* for this turn's write; wait while the pipe is full (backpressure)."""
+        """Write *data* (after the open batch, if any); wait while the pipe is full (backpressure)."""
         self.send_nowait(data)
-        if self._batch_bytes >= _FLUSH_BYTES:
-            self._flush()
         await self._writer.drain()
 
-    def send_nowait(self, data: bytes) -> None:
-        """Write *data* now if it is the first frame of this turn, else queue it for the end of the turn."""
+    async def send_batched(self, data: bytes) -> None:
+        """Write *data* now if it is the first frame of a burst in this turn, else add it to the turn's batch."""
         if self._writer.is_closing():
             return
         if not self._turn_open:
             self._turn_open = True
             asyncio.get_running_loop().call_soon(self._flush)
             self._writer.write(data)
+        else:
+            self._batch.append(data)
+            self._batch_bytes += len(data)
+            if self._batch_bytes >= _FLUSH_BYTES:
+                self._write_batch()
+        await self._writer.drain()
+
+    def send_nowait(self, data: bytes) -> None:
+        """Write *data* now, or after the open batch so frames keep their order."""
+        if self._writer.is_closing():
             return
-        self._batch.append(data)
-        self._batch_bytes += len(data)
+        if self._batch:
+            self._batch.append(data)
+            self._batch_bytes += len(data)
+        else:
+            self._writer.write(data)
 
     def _flush(self) -> None:
         self._turn_open = False
+        self._write_batch()
+
+    def _write_batch(self) -> None:
         if not self._batch:
             return
         data = b"".join(self._batch)
@@ -109,7 +129,7 @@ class StreamFrameChannel:
         """Write what is queued, then close the writer (the peer reads EOF)."""
         if self._writer.is_closing():
             return
-        self._flush()
+        self._write_batch()
         self._writer.close()
         with contextlib.suppress(ConnectionError, BrokenPipeError):
             await self._writer.wait_closed()

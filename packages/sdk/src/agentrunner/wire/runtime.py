@@ -218,8 +218,8 @@ class PluginRuntime:
 
     # -- sending ---------------------------------------------------------------------------------------------
 
-    async def send(self, frame: BaseModel) -> None:
-        """Send a frame, waiting for the channel to drain.
+    async def send(self, frame: BaseModel, *, batched: bool = False) -> None:
+        """Send a frame, waiting for the channel to drain; *batched* for results (see ``send_batched``).
 
         Raises :class:`~agentrunner.errors.PayloadTooLargeError` for a frame over the host's limit: the host
         would drop the whole connection for it, so it fails only the call or run that made it.
@@ -231,7 +231,10 @@ class PluginRuntime:
             raise PayloadTooLargeError(
                 f"a {frame.__class__.__name__} of {len(data)} bytes exceeds the host's {self.max_frame_bytes}-byte frame limit"
             )
-        await self._channel.send(data)
+        if batched:
+            await self._channel.send_batched(data)
+        else:
+            await self._channel.send(data)
 
     def send_nowait(self, frame: BaseModel) -> None:
         """Queue a small control frame without waiting; dropped once the connection is closing."""
@@ -358,7 +361,9 @@ class PluginRuntime:
                     payload["sequence"] = sequence
                 await slot.take_credit()
                 try:
-                    await self.send(ResultFrame(run_id=run_id, sequence=sequence, result=payload))
+                    await self.send(
+                        ResultFrame(run_id=run_id, sequence=sequence, result=payload), batched=True
+                    )
                 except PayloadTooLargeError as exc:
                     return RunEndError(code="runtime.payload_too_large", message=exc.message)
         except asyncio.CancelledError:

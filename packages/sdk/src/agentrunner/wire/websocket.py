@@ -69,6 +69,10 @@ class WebSocketFrameChannel:
         except ConnectionClosed as exc:
             raise ConnectionResetError(f"the WebSocket is closed: {exc}") from None
 
+    async def send_batched(self, data: bytes) -> None:
+        """Send one frame (a WebSocket message per frame: nothing to coalesce)."""
+        await self.send(data)
+
     def send_nowait(self, data: bytes) -> None:
         """Send a small control frame from a task of its own (a WebSocket has no synchronous send)."""
         task = asyncio.get_running_loop().create_task(self._send_quietly(data))
