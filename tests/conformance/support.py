@@ -22,7 +22,7 @@ from agentrunner_conformance import Profile
 
 FAST = Profile(
     name="test",
-    max_examples=15,
+    max_examples=10,
     stateful_steps=6,
     stateful_examples=5,
     cancel_grace=0.02,

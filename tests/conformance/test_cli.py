@@ -22,7 +22,7 @@ def test_checking_the_echo_runner_passes_and_writes_both_reports(
             "check",
             "agentrunner_runner_echo:EchoRunner",
             "--profile",
-            "quick",
+            "smoke",
             "--seed",
             "7",
             "--json",
@@ -47,7 +47,7 @@ def test_checking_the_echo_runner_passes_and_writes_both_reports(
 
 def test_a_failure_exits_1_and_prints_the_minimal_example(capsys: pytest.CaptureFixture[str]) -> None:
     """A broken runner fails with its requirement id and example in the summary."""
-    code = cli(["check", f"{GALLERY}:NoTerminal", "--profile", "quick", "--seed", "1", "--quiet"])
+    code = cli(["check", f"{GALLERY}:NoTerminal", "--profile", "smoke", "--seed", "1", "--quiet"])
     assert code == 1
     out = capsys.readouterr().out
     assert "FAIL     result.terminal.exactly-one" in out
@@ -57,7 +57,7 @@ def test_a_failure_exits_1_and_prints_the_minimal_example(capsys: pytest.Capture
 def test_json_to_stdout_keeps_stdout_machine_readable(capsys: pytest.CaptureFixture[str]) -> None:
     """--json - prints only JSON on stdout."""
     code = cli(
-        ["check", f"{GALLERY}:EmptySuccess", "--profile", "quick", "--seed", "1", "--json", "-", "--quiet"]
+        ["check", f"{GALLERY}:EmptySuccess", "--profile", "smoke", "--seed", "1", "--json", "-", "--quiet"]
     )
     assert code == 1
     report = json.loads(capsys.readouterr().out)
@@ -83,7 +83,7 @@ def test_expected_failures_accept_known_failures_and_reject_new_and_stale_ones(
             "check",
             f"{GALLERY}:NoTerminal",
             "--profile",
-            "quick",
+            "smoke",
             "--seed",
             "1",
             "--quiet",
@@ -121,7 +121,7 @@ def test_only_restricts_the_report_to_the_named_requirements(capsys: pytest.Capt
             "--only",
             "result.terminal.exactly-one",
             "--profile",
-            "quick",
+            "smoke",
             "--json",
             "-",
             "--quiet",
@@ -160,7 +160,7 @@ def test_out_of_process_checks_a_plugin_directory_through_the_wire(
         "execution: {python: {path: ./main.py, attr: NoTerminal}}\n"
     )
     code = cli(
-        ["check", str(tmp_path), "--out-of-process", "--profile", "quick", "--seed", "1", "--json", "-"]
+        ["check", str(tmp_path), "--out-of-process", "--profile", "smoke", "--seed", "1", "--json", "-"]
     )
     assert code == 1
     captured = capsys.readouterr()
@@ -175,5 +175,5 @@ def test_out_of_process_passes_the_echo_plugin_directory() -> None:
     """The echo runner, loaded from runners/echo/manifest.yaml into a child process, is conformant."""
     echo_dir = Path(__file__).resolve().parents[2] / "runners" / "echo"
     assert (
-        cli(["check", str(echo_dir), "--out-of-process", "--profile", "quick", "--seed", "2", "--quiet"]) == 0
+        cli(["check", str(echo_dir), "--out-of-process", "--profile", "smoke", "--seed", "2", "--quiet"]) == 0
     )

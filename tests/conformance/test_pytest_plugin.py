@@ -50,7 +50,14 @@ def test_the_runner_option_adds_one_test_per_requirement(pytester: pytest.Pytest
     from agentrunner_conformance import REQUIREMENTS
 
     result = pytester.runpytest(
-        "--agentrunner-runner", ECHO, "--agentrunner-seed", "3", "-p", "no:cacheprovider"
+        "--agentrunner-runner",
+        ECHO,
+        "--agentrunner-seed",
+        "3",
+        "--agentrunner-profile",
+        "smoke",
+        "-p",
+        "no:cacheprovider",
     )
     outcomes = result.parseoutcomes()
     assert outcomes.get("failed", 0) == 0
@@ -80,6 +87,8 @@ class NoTerminal(AgentRunner):
         "expected.yaml",
         "--agentrunner-seed",
         "1",
+        "--agentrunner-profile",
+        "smoke",
         "-p",
         "no:cacheprovider",
     )

@@ -27,6 +27,14 @@ class Profile:
 
 
 PROFILES: Final[dict[str, Profile]] = {
+    "smoke": Profile(
+        name="smoke",
+        max_examples=3,
+        stateful_steps=4,
+        stateful_examples=2,
+        cancel_grace=0.2,
+        deadline_grace=0.2,
+    ),
     "quick": Profile(
         name="quick",
         max_examples=10,
@@ -38,4 +46,5 @@ PROFILES: Final[dict[str, Profile]] = {
     "default": Profile(name="default", max_examples=100, stateful_steps=20, stateful_examples=50),
     "thorough": Profile(name="thorough", max_examples=300, stateful_steps=40, stateful_examples=100),
 }
-"""The built-in profiles: ``quick`` (seconds), ``default`` (about a minute at most), ``thorough``."""
+"""The built-in profiles: ``smoke`` (does it load and basically work), ``quick`` (seconds), ``default`` (well under
+a minute for a simple runner), ``thorough`` (minutes)."""

@@ -38,7 +38,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption(
         "--agentrunner-profile",
-        choices=("quick", "default", "thorough"),
+        choices=("smoke", "quick", "default", "thorough"),
         default=None,
         help="search budget of conformance checks (default: quick inside pytest)",
     )
