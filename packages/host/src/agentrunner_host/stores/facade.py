@@ -28,7 +28,11 @@ ARTIFACTS_DIR_NAME = "artifacts"
 
 class HostStores:
     """The host-owned facts. Build with :meth:`open` (it does not migrate: call
-    :func:`agentrunner_host.db.upgrade` first) and close with :meth:`aclose`."""
+    :func:`agentrunner_host.db.upgrade` first) and close with :meth:`aclose`.
+
+    Open one per engine and process: on SQLite it holds the process's single writer connection, and a
+    second instance would be a second writer queueing on SQLite's lock instead of on the in-process one.
+    """
 
     events: EventLog
     """Event log."""
