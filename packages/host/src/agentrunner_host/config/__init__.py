@@ -22,7 +22,14 @@ from .model import (
     RunnersConfig,
 )
 from .providers import KnowledgeBaseConfig, MCPServerConfig, ModelConfig
-from .secrets import REDACTED, EnvReferenceError, find_literal_secrets, redact_config, resolve_env_refs
+from .secrets import (
+    REDACTED,
+    EnvReferenceError,
+    find_literal_secrets,
+    is_env_ref,
+    redact_config,
+    resolve_env_refs,
+)
 
 __all__ = (
     # loading
@@ -52,6 +59,7 @@ __all__ = (
     "REDACTED",
     "EnvReferenceError",
     "find_literal_secrets",
+    "is_env_ref",
     "redact_config",
     "resolve_env_refs",
 )

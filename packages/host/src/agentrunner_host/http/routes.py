@@ -15,7 +15,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from agentrunner_host.access import ConversationKey
-from agentrunner_host.config import BindingSpec, find_literal_secrets, format_key_path
+from agentrunner_host.config import BindingSpec, find_literal_secrets, format_key_path, is_env_ref
 from agentrunner_host.models import AgentConfig, AgentEventEnvelope
 from agentrunner_host.registry import RunnerDescriptor
 from agentrunner_host.service import AgentEntry, BindingEntry, HostService, ReplayItem, RunView
@@ -298,7 +298,7 @@ async def _check_agent_secrets(service: HostService, agent: AgentConfig) -> None
     if descriptor is not None:
         for name in descriptor.manifest.secret_fields():
             value = agent.runner_config.get(name)
-            if value not in (None, "") and not (isinstance(value, dict) and list(value) == ["env"]):  # pyright: ignore[reportUnknownArgumentType]
+            if value not in (None, "") and not is_env_ref(value):
                 problems.append(f'runner_config.{name}: marked secret by the runner; give {{"env": "VAR"}}')
     if problems:
         raise ApiError(
