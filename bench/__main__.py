@@ -56,7 +56,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     env = environment()  # before measuring, so the load average is the one the run started under
     rows, errors = run_suites(selected, mode, quick=args.quick, progress=write_progress)
-    report = render_table(rows, env, mode, quick=args.quick)
+    report = render_table(rows, env, mode, quick=args.quick, errors=errors)
     print(report, end="")
     if args.markdown is not None:
         args.markdown.write_text(report, encoding="utf-8")

@@ -409,8 +409,11 @@ def _goal_text(measure: Measure) -> str:
     return f"≤ {_number(goal.limit)} {measure.unit}"
 
 
-def render_table(rows: Sequence[Row], env: dict[str, str], mode: Mode, *, quick: bool) -> str:
-    """The report as Markdown: the environment, then one table of every row, then what each floor is."""
+def render_table(
+    rows: Sequence[Row], env: dict[str, str], mode: Mode, *, quick: bool, errors: Sequence[str] = ()
+) -> str:
+    """The report as Markdown: the environment, one table of every row, what each floor is, and the suites
+    that failed (a report silently missing a suite would read as complete)."""
     lines = ["# Benchmark results", ""]
     lines += [f"- {key}: {value}" for key, value in env.items()]
     lines += [
@@ -432,6 +435,9 @@ def render_table(rows: Sequence[Row], env: dict[str, str], mode: Mode, *, quick:
     if floors:
         lines += ["", "Floors (measured in the same run, interleaved with the subject):", ""]
         lines += [f"- *{row.measure.name}*: {row.measure.floor_name}" for row in floors]
+    if errors:
+        lines += ["", "Failed (no rows above):", ""]
+        lines += [f"- {error}" for error in errors]
     return "\n".join(lines) + "\n"
 
 

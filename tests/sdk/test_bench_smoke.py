@@ -85,6 +85,8 @@ def test_verdicts_async_operations_cleanups_and_a_broken_suite(tmp_path: Path) -
     assert "- *fake: impossible ratio goal*: a call that does nothing" in done.stdout
     assert "suite 'bench_broken_suite' failed" in done.stderr
     assert "boom from the broken suite" in done.stderr
+    assert "Failed (no rows above):" in done.stdout
+    assert "- suite 'bench_broken_suite' failed" in done.stdout
     assert "never awaited" not in done.stderr
     assert "Task was destroyed" not in done.stderr
     assert marker.read_text(encoding="utf-8").splitlines() == [
