@@ -1,5 +1,17 @@
 """Host-owned facts on SQLAlchemy: event log, transcript, runs and results, artifacts, state, storage and
-idempotency keys. Every call takes its scope explicitly; nothing is ambient."""
+idempotency keys. Every call takes its scope explicitly; nothing is ambient.
+
+How it fits together:
+
+* :class:`HostStores` opens every store over one injected engine (``agentrunner_host.db.create_engine``;
+  migrate first with ``agentrunner_host.db.upgrade``) and a data directory for artifact files.
+* A run costs two write transactions, ``runs.start`` and ``runs.finish``; on SQLite concurrent ones are
+  grouped into one transaction (group commit) on the process's single held writer connection.
+* Events are numbered per conversation, transcript items per thread, from 1 with no gaps, inside the
+  writing transaction; ingestion is idempotent on ``event_id`` / ``item_id``.
+* Reads are keyset pages on clustered keys; full-text search uses FTS5 (SQLite) or ``tsvector`` (PostgreSQL).
+* Store errors are :class:`StoreError` subclasses; :mod:`agentrunner_host.pull` maps them to §9 errors.
+"""
 
 from .artifacts import DEFAULT_ARTIFACT_MAX_BYTES, ArtifactOwner, ArtifactRecord, ArtifactStore
 from .errors import (
