@@ -205,6 +205,7 @@ def measures(ctx: SuiteContext) -> list[Measure]:
     from .sdk_models import build_context
 
     context = build_context()
+    calls = 20 if ctx.quick else CALLS_PER_RUN  # --quick must stay at a few seconds
     next_id = _counter()
     conn = _connection()
     ctx.add_cleanup(conn.aclose)
@@ -216,12 +217,12 @@ def measures(ctx: SuiteContext) -> list[Measure]:
     echo_ids = iter(range(1, 1 << 62))
 
     async def back_calls() -> None:
-        request = _request("pinger", context, next_id(), {"calls": CALLS_PER_RUN})
+        request = _request("pinger", context, next_id(), {"calls": calls})
         async for _ in conn.run(request):
             pass
 
     async def echo_round_trips() -> None:
-        for _ in range(CALLS_PER_RUN):
+        for _ in range(calls):
             payload = {
                 "id": next(echo_ids),
                 "action": "state.get",
@@ -257,7 +258,7 @@ def measures(ctx: SuiteContext) -> list[Measure]:
             floor_name="raw asyncio child echoing orjson NDJSON lines (perf-floors E)",
             goal=Goal.ratio(1.5, source="perf-floors E/F and the peer anchor"),
             unit="µs/call",
-            per=CALLS_PER_RUN,
+            per=calls,
         ),
         Measure(
             "runtime whole run (5 KB context, 52 results, host parses each)",
