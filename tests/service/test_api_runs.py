@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 
 import httpx
+from agentrunner import AgentInput
 from agentrunner import _json as json
+from agentrunner_host.models import AgentEventEnvelope
 from agentrunner_host.service import HostService
 from httpx_sse import aconnect_sse
 
@@ -130,3 +132,37 @@ async def test_a_streamed_result_is_the_same_json_that_replay_returns(client: ht
     stored = (await client.get(f"/v1/runs/{run_id}/results")).json()["results"]
     assert [(int(e.id), e.event) for e in live] == [(r["host_seq"], r["type"]) for r in stored]
     assert json.loads(live[-1].data)["data"] == stored[-1]["result"]["data"]
+
+
+async def test_a_run_executing_in_another_process_is_followed_until_it_ends(
+    client: httpx.AsyncClient, service: HostService
+) -> None:
+    """A second service on the same database runs the event; this server's stream waits, then replays it all."""
+    runner = FakeGatedRunner()
+    async with HostService.open(service.settings, recover=False) as other:
+        await _bind_gated(client, other, runner)
+        other.refresh_bindings()
+        feed = await other.submit(
+            AgentEventEnvelope(
+                event_id="evt-elsewhere",
+                event_type="message.received",
+                input=AgentInput(text="x"),
+                conversation_id="slow",
+            )
+        )
+        await asyncio.wait_for(runner.started.wait(), timeout=5)
+        status = (await client.get(f"/v1/runs/{feed.run_id}")).json()
+        assert status["status"] == "running" and status["live"] is False
+        cancel = await client.post(f"/v1/runs/{feed.run_id}/cancel")
+        assert cancel.status_code == 409 and cancel.json()["error"]["code"] == "not_live"
+
+        async def read() -> list[str]:
+            async with aconnect_sse(client, "GET", f"/v1/runs/{feed.run_id}/results?stream=true") as source:
+                return [e.event async for e in source.aiter_sse()]
+
+        reader = asyncio.create_task(read())
+        await asyncio.sleep(0.3)
+        assert not reader.done()
+        runner.gate.set()
+        kinds = await asyncio.wait_for(reader, timeout=10)
+    assert kinds == ["message.delta", "message.delta", "message.completed", "run.completed"]
