@@ -21,7 +21,7 @@ from httpx_sse import connect_sse
 
 pytestmark = pytest.mark.slow
 
-_START_TIMEOUT = 30.0
+_START_TIMEOUT = 60.0
 
 
 def _free_port() -> int:
