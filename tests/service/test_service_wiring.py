@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agentrunner_host.config import ECHO_RUNNER_ID, LOCAL_AGENT_RUNNER_ID
+import pytest
+from agentrunner_host.config import ECHO_RUNNER_ID, LOCAL_AGENT_RUNNER_ID, ConfigFileError
 from agentrunner_host.service import HostService
 from agentrunner_host.service.host_service import default_runner_for
 
 from .conftest import SettingsFactory, client_for
+from .fakes import SECRET_RUNNER_ID, FakeSecretiveRunner
 
 MODEL = """
 [[models]]
@@ -80,3 +82,20 @@ scope = {{ type = "conversation", id = "out" }}
     )
     completed = next(r for r in answer["results"] if r["type"] == "message.completed")
     assert completed["result"]["data"]["message"]["content"] == "done"
+
+
+async def test_a_literal_value_for_a_field_the_runner_marks_secret_is_refused_at_start(
+    make_settings: SettingsFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The manifest knows what the loader cannot: ``access_code`` is secret, so the file may only reference it."""
+    monkeypatch.setattr(
+        "agentrunner_host.service.host_service._in_process_runners",
+        lambda: {"test/fake": [FakeSecretiveRunner()]},
+    )
+    toml = f'[[agents]]\nagent_id = "s"\nrunner_id = "{SECRET_RUNNER_ID}"\nrunner_config = {{ access_code = "1234" }}\n'
+    with pytest.raises(ConfigFileError, match=r"agents\[0\]\.runner_config\.access_code: marked secret"):
+        async with HostService.open(make_settings(toml)):
+            pass
+    ref = f'[[agents]]\nagent_id = "s"\nrunner_id = "{SECRET_RUNNER_ID}"\nrunner_config = {{ access_code = {{ env = "C" }} }}\n'
+    async with HostService.open(make_settings(ref)) as service:
+        assert service.directory.agent("s").source == "config"

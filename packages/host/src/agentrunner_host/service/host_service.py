@@ -32,7 +32,9 @@ from agentrunner_host.bindings import BindingSet
 from agentrunner_host.config import (
     ECHO_RUNNER_ID,
     LOCAL_AGENT_RUNNER_ID,
+    ConfigFileError,
     Settings,
+    is_env_ref,
     redact_config,
 )
 from agentrunner_host.db import alembic_config, create_engine, current_revision, upgrade
@@ -239,6 +241,7 @@ class HostService:
                 for plugin_id in runtime.plugins:
                     # The runtime's connection is an async generator underneath; its annotation is looser.
                     host.registry.add(cast(RunnerConnection, runtime.connection(plugin_id)))
+            _refuse_secret_literals(settings, plugins)
             default_runner, default_config = await _default_runner(host, settings)
             directory = AgentDirectory(
                 config,
@@ -439,6 +442,25 @@ class HostService:
         if current != head:
             return False, f"database at revision {current}, expected {head}"
         return True, f"database at revision {current}"
+
+
+def _refuse_secret_literals(settings: Settings, plugins: Mapping[str, list[AgentRunner]]) -> None:
+    """Refuse configured agents that give a literal value to a field their (in-process) runner marks secret;
+    the names alone did not look secret, so the loader could not tell."""
+    manifests = {type(r).manifest.id: type(r).manifest for runners in plugins.values() for r in runners}
+    problems: list[str] = []
+    for index, agent in enumerate(settings.config.agents):
+        manifest = manifests.get(agent.runner_id)
+        for name in sorted(manifest.secret_fields()) if manifest else ():
+            value = agent.runner_config.get(name)
+            if value not in (None, "") and not is_env_ref(value):
+                problems.append(
+                    f"agents[{index}].runner_config.{name}: marked secret by {agent.runner_id}; "
+                    'give { env = "VAR" } instead of the value'
+                )
+    if problems:
+        source = str(settings.config_path) if settings.config_path else "the configuration"
+        raise ConfigFileError(source, problems)
 
 
 def installed_manifests() -> dict[str, AgentRunnerManifest]:
