@@ -220,6 +220,7 @@ async def test_concurrent_runs_are_all_stored_with_gapless_transcripts(stores: H
                 ended_at=n,
                 results=_results(run_id, 5),
                 transcript=[item(conversation, f"a{n}", role="assistant", run_id=run_id)],
+                usage={"n": n},
             )
         )
 
@@ -229,7 +230,7 @@ async def test_concurrent_runs_are_all_stored_with_gapless_transcripts(stores: H
         assert [i.seq for i in items] == list(range(1, 21))
     for n in range(30):
         run = await stores.runs.get(f"r{n}")
-        assert run is not None and (run.status, run.ended_at) == ("completed", n)
+        assert run is not None and (run.status, run.ended_at, run.usage) == ("completed", n, {"n": n})
         assert len(await stores.runs.results_after(f"r{n}", after_host_seq=0, limit=10)) == 5
 
 
