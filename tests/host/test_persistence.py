@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 from collections.abc import AsyncIterator
@@ -236,4 +237,25 @@ async def test_the_second_turn_sees_history_handles_and_pages_the_first_turn(sto
     assert handles[0][1] is False
     assert handles[1][0] is not None and handles[1][1] is True
     assert pages[1][:2] == [("user", "first"), ("assistant", "echo first")]
+    await host.aclose()
+
+
+@pytest.mark.parametrize("pause", [0, 1, 3])
+async def test_a_run_cancelled_before_or_while_it_starts_is_recorded_cancelled(
+    stores: HostStores, pause: int
+) -> None:
+    """Cancelling right after submit (before the start record is written) still ends and records the run."""
+    host = host_with(stores, scripted(echo_script))
+    handle = await host.orchestrator.submit(event("x", event_id=f"evt-c{pause}"))
+    for _ in range(pause):
+        await asyncio.sleep(0)
+    await host.orchestrator.cancel(handle.run_id)
+    outcome = await asyncio.wait_for(handle.outcome(), 5)
+    items = [i async for i in handle.results()]
+    if outcome.status == "failed":
+        assert outcome.code == "cancelled"
+        assert items[-1].result.type == "run.failed"
+    run = await stores.runs.get(handle.run_id)
+    assert run is not None
+    assert run.status == outcome.status
     await host.aclose()

@@ -118,6 +118,8 @@ class _RunState:
     host_events: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
     warnings: int = 0
     results_seen: int = 0
+    start_persisted: bool = False
+    """The run's start record is committed (a run cancelled before that must write it at its end)."""
 
 
 class RunHandle:
@@ -131,6 +133,8 @@ class RunHandle:
         self._detached = False
         self._outcome: asyncio.Future[RunOutcome] = asyncio.get_running_loop().create_future()
         self._task: asyncio.Task[None] | None = None
+        self._started = False
+        self._finishing = False
         self.cancel_requested: str | None = None
 
     @property
@@ -256,7 +260,10 @@ class Orchestrator:
         except Exception:  # the runtime may already be gone; ending the task below is enough
             log.debug("cancel of %s could not reach the runtime", run_id, exc_info=True)
         task = handle._task  # pyright: ignore[reportPrivateUsage]
-        if task is not None and not task.done():
+        # A task cancelled before its first step never enters its try/finally; an unstarted run sees
+        # cancel_requested itself as soon as it starts.
+        started, finishing = handle._started, handle._finishing  # pyright: ignore[reportPrivateUsage]
+        if task is not None and not task.done() and started and not finishing:
             task.cancel()
         return True
 
@@ -273,7 +280,10 @@ class Orchestrator:
     async def _drive(self, handle: RunHandle, state: _RunState) -> None:
         run_id = state.run_id
         failure: tuple[str, str, bool] | None = None
+        handle._started = True  # pyright: ignore[reportPrivateUsage]
         try:
+            if handle.cancel_requested is not None:
+                raise asyncio.CancelledError
             state.live = self.dispatcher.register(state.snapshot)
             request = await self._prepare(state)
             conn = self.registry.connection(state.descriptor.plugin_id)
@@ -316,6 +326,7 @@ class Orchestrator:
                 state_snapshot = await self.stores.state.snapshot(access.state_owners)
             history = await self._history_handles(access)
             await self.stores.runs.start(self._run_start(state, history))
+            state.start_persisted = True
         ctx = self.contexts.build(
             snapshot=snapshot,
             binding=binding,
@@ -591,6 +602,7 @@ class Orchestrator:
         self, handle: RunHandle, state: _RunState, failure: tuple[str, str, bool] | None
     ) -> None:
         final_item: DeliveredResult | None = None
+        handle._finishing = True  # pyright: ignore[reportPrivateUsage]
         try:
             if state.terminal is None:
                 if failure is None:
@@ -629,8 +641,12 @@ class Orchestrator:
             live = self.dispatcher.unregister(state.run_id)
             terminal = state.terminal
             outcome = _outcome(state)
+            interrupted: BaseException | None = None
             try:
                 await asyncio.shield(self._persist_finish(state, live))
+            except asyncio.CancelledError as exc:
+                # The shielded write goes on; the outcome must still be published before we give way.
+                interrupted = exc
             except Exception:
                 log.exception("could not persist the end of run %s", state.run_id)
             self._handles.pop(state.run_id, None)
@@ -638,6 +654,8 @@ class Orchestrator:
             if not handle._outcome.done():  # pyright: ignore[reportPrivateUsage]
                 handle._outcome.set_result(outcome)  # pyright: ignore[reportPrivateUsage]
             del terminal
+            if interrupted is not None:
+                raise interrupted
 
     # -- persistence hooks (implemented over agentrunner_host.stores) -------------------------------------------
 

@@ -21,6 +21,7 @@ from .stores import (
     EventEntry,
     HostStores,
     ResultRecord,
+    RunExistsError,
     RunFinish,
     RunStart,
     TranscriptEntry,
@@ -155,7 +156,12 @@ def _host_event(state: _RunState, kind: str, data: dict[str, Any]) -> EventEntry
 
 
 async def persist_finish(stores: HostStores, state: _RunState, live: LiveRun | None) -> None:
-    """Write the end of a run in one transaction."""
+    """Write the end of a run in one transaction (and its start first, if the run ended before that)."""
+    if not state.start_persisted:
+        try:
+            await stores.runs.start(run_start(state, HistoryHandles()))
+        except RunExistsError:
+            pass  # the start committed although the run was cancelled before it could note that
     terminal = state.terminal
     failed = terminal is not None and terminal.type == "run.failed"
     code = message = None
