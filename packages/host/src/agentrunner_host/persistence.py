@@ -4,6 +4,7 @@ projection of results into transcript items lives here and nowhere else."""
 
 from __future__ import annotations
 
+import contextlib
 import time
 import uuid
 from typing import TYPE_CHECKING, Any
@@ -158,10 +159,9 @@ def _host_event(state: _RunState, kind: str, data: dict[str, Any]) -> EventEntry
 async def persist_finish(stores: HostStores, state: _RunState, live: LiveRun | None) -> None:
     """Write the end of a run in one transaction (and its start first, if the run ended before that)."""
     if not state.start_persisted:
-        try:
+        # The start may have committed although the run was cancelled before it could note that.
+        with contextlib.suppress(RunExistsError):
             await stores.runs.start(run_start(state, HistoryHandles()))
-        except RunExistsError:
-            pass  # the start committed although the run was cancelled before it could note that
     terminal = state.terminal
     failed = terminal is not None and terminal.type == "run.failed"
     code = message = None
