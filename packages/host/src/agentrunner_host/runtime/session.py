@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
-from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Generator
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any, Final
 
 from agentrunner import ACTIONS, AgentRunRequest, APIError, BackCallRequest, ProtocolError
@@ -101,41 +101,6 @@ class _Call:
             self.credit_changed.clear()
             await self.credit_changed.wait()
         self.credit -= 1
-
-
-class _Resume:
-    """Continues, inside a task, a coroutine whose first step already ran outside one.
-
-    It hands the task what the coroutine yielded (the future it waits on) and forwards what the task sends or
-    throws back (``None`` once the future is done, ``CancelledError`` on cancellation), like ``yield from``
-    would for a coroutine that had not started.
-    """
-
-    __slots__ = ("_coro", "_pending")
-
-    def __init__(self, coro: Coroutine[Any, Any, None], pending: Any) -> None:
-        self._coro = coro
-        self._pending = pending
-
-    def __await__(self) -> Generator[Any, Any, None]:
-        coro, pending = self._coro, self._pending
-        while True:
-            try:
-                sent = yield pending
-            except BaseException as exc:
-                try:
-                    pending = coro.throw(exc)
-                except StopIteration:
-                    return
-            else:
-                try:
-                    pending = coro.send(sent)
-                except StopIteration:
-                    return
-
-
-async def _finish(resume: _Resume) -> None:
-    await resume
 
 
 class WireSession:
@@ -453,17 +418,13 @@ class WireSession:
             self._answer_error(call_id, "invalid_argument", f"{request.action} is {how} action")
             return
         call = _Call(run, frame.window)
-        if frame.stream:
-            serve: Coroutine[Any, Any, None] = self._serve_stream(call_id, call, request)
-        else:
-            # Run the handler's first step right here, as Python 3.12's eager tasks do: a call the handler
-            # answers without waiting (a cache hit, a denial) costs no task and no extra turn of the loop.
-            serve = self._serve_unary(call_id, request)
-            try:
-                pending = serve.send(None)
-            except StopIteration:
-                return
-            serve = _finish(_Resume(serve, pending))
+        # Each call gets its own task from the start: handlers may rely on task identity (anyio/asyncio locks
+        # remember their owner), so a hand-rolled eager first step would break them.
+        serve = (
+            self._serve_stream(call_id, call, request)
+            if frame.stream
+            else self._serve_unary(call_id, request)
+        )
         self._calls[call_id] = call
         run.calls.add(call_id)
         call.task = asyncio.create_task(serve, name=f"agentrunner-call-{self.plugin_id}-{call_id}")
