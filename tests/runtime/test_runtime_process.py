@@ -187,6 +187,17 @@ async def test_a_streaming_back_call_is_flow_controlled_by_credit(conn: Subproce
     assert _message(results[1]) == {"stream": [f"c{i}" for i in range(100)]}
 
 
+async def test_a_stream_the_runner_leaves_early_is_closed_on_the_host(
+    conn: SubprocessRunnerConnection,
+) -> None:
+    """Breaking out of a streaming back-call sends call_cancel: the host closes the handler's stream."""
+    handler = FakeBackCallHandler(stream_chunks=10_000)
+    conn._handler = handler
+    results = await _collect(conn, "caller", "run-leave-stream", stream_take=2)
+    assert _message(results[1]) == {"stream": ["c0", "c1"]}
+    assert await _eventually(lambda: handler.stream_closed == 1, within=2.0)
+
+
 async def test_a_runner_exception_ends_only_its_run(conn: SubprocessRunnerConnection) -> None:
     """The runner raised: its run ends with runner.error after the results it made; the process keeps serving."""
     seen: list[RawResult] = []

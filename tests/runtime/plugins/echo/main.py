@@ -54,9 +54,17 @@ class Caller(AgentRunner):
         out = self.emitter(ctx)
         value = await api.state.get("conversation", "k")
         yield out.message(_json.dumps_str({"state": value.value}))
-        pieces = [
-            chunk.delta or "" async for chunk in api.models.stream("m1", [{"role": "user", "content": "hi"}])
-        ]
+        take = int(ctx.config.get("stream_take", 1_000_000))
+        pieces: list[str] = []
+        stream = api.models.stream("m1", [{"role": "user", "content": "hi"}])
+        try:
+            async for chunk in stream:
+                pieces.append(chunk.delta or "")
+                if len(pieces) >= take:
+                    break
+        finally:
+            # Closing a stream left early sends call_cancel: the host stops serving it.
+            await getattr(stream, "aclose")()  # noqa: B009 - AsyncIterator's annotation hides aclose
         yield out.message(_json.dumps_str({"stream": pieces}))
         foreign = AgentRunAPI(api.transport, run_id=str(ctx.config.get("foreign_run_id", "someone-else")))
         try:
