@@ -221,6 +221,9 @@ class SubprocessRunnerConnection:
 
     def run(self, request: AgentRunRequest) -> AsyncGenerator[RawResult, None]:
         """Run *request* in the child (started or restarted as needed); see :meth:`WireSession.run`."""
+        child = self._child
+        if child is not None and child.session.alive:
+            return child.session.run(request)  # warm: no wrapping generator on the per-result path
         return self._run(request)
 
     async def _run(self, request: AgentRunRequest) -> AsyncGenerator[RawResult, None]:
