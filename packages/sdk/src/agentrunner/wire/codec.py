@@ -20,11 +20,15 @@ def encode_frame(frame: BaseModel) -> bytes:
     """The frame as one NDJSON line (newline included). orjson escapes control characters inside strings, so
     the line never contains a raw ``\\n`` before its end."""
     # Frame fields are JSON values already (payloads are plain dicts), so orjson encodes the field dict
-    # directly; only a nested model (an error) is dumped. A pydantic dump would copy every payload first.
-    fields = frame.__dict__
-    if any(isinstance(value, BaseModel) for value in fields.values()):
-        fields = {k: v.model_dump(mode="json") if isinstance(v, BaseModel) else v for k, v in fields.items()}
-    return _json.dumps(fields) + b"\n"
+    # directly; a pydantic dump would copy every payload first. Only error frames nest a model: orjson refuses
+    # it, and that rare path dumps the nested model. A payload that is not JSON raises TypeError either way.
+    try:
+        return _json.dumps(frame.__dict__) + b"\n"
+    except TypeError:
+        fields = {
+            k: v.model_dump(mode="json") if isinstance(v, BaseModel) else v for k, v in frame.__dict__.items()
+        }
+        return _json.dumps(fields) + b"\n"
 
 
 def decode_frame(line: bytes | bytearray | memoryview) -> Frame | None:
