@@ -16,6 +16,7 @@ from typing import Any, Final
 
 from pydantic import BaseModel, ValidationError
 
+from agentrunner import _json
 from agentrunner.actions import BackCallRequest
 from agentrunner.api import AgentRunAPI
 from agentrunner.context import AgentRunRequest
@@ -40,7 +41,6 @@ from .frames import (
     ListRunnersFrame,
     PingFrame,
     PongFrame,
-    ResultFrame,
     RunEndError,
     RunEndFrame,
     RunFrame,
@@ -218,8 +218,8 @@ class PluginRuntime:
 
     # -- sending ---------------------------------------------------------------------------------------------
 
-    async def send(self, frame: BaseModel, *, batched: bool = False) -> None:
-        """Send a frame, waiting for the channel to drain; *batched* for results (see ``send_batched``).
+    async def send(self, frame: BaseModel) -> None:
+        """Send a frame, waiting for the channel to drain.
 
         Raises :class:`~agentrunner.errors.PayloadTooLargeError` for a frame over the host's limit: the host
         would drop the whole connection for it, so it fails only the call or run that made it.
@@ -231,10 +231,21 @@ class PluginRuntime:
             raise PayloadTooLargeError(
                 f"a {frame.__class__.__name__} of {len(data)} bytes exceeds the host's {self.max_frame_bytes}-byte frame limit"
             )
-        if batched:
-            await self._channel.send_batched(data)
-        else:
-            await self._channel.send(data)
+        await self._channel.send(data)
+
+    async def _send_result(self, run_id: str, sequence: int, payload: dict[str, Any]) -> None:
+        # The hot path: a ResultFrame's fields encoded directly (the model would only copy them), written with
+        # the rest of the runner's burst (``send_batched``).
+        if self._channel is None or self._closing:
+            raise RuntimeAPIError("the host connection is closed")
+        data = (
+            _json.dumps({"kind": "result", "run_id": run_id, "sequence": sequence, "result": payload}) + b"\n"
+        )
+        if len(data) > self.max_frame_bytes + 1:
+            raise PayloadTooLargeError(
+                f"a result of {len(data)} bytes exceeds the host's {self.max_frame_bytes}-byte frame limit"
+            )
+        await self._channel.send_batched(data)
 
     def send_nowait(self, frame: BaseModel) -> None:
         """Queue a small control frame without waiting; dropped once the connection is closing."""
@@ -361,9 +372,7 @@ class PluginRuntime:
                     payload["sequence"] = sequence
                 await slot.take_credit()
                 try:
-                    await self.send(
-                        ResultFrame(run_id=run_id, sequence=sequence, result=payload), batched=True
-                    )
+                    await self._send_result(run_id, sequence, payload)
                 except PayloadTooLargeError as exc:
                     return RunEndError(code="runtime.payload_too_large", message=exc.message)
         except asyncio.CancelledError:
