@@ -120,6 +120,7 @@ async def test_prints_to_stdout_by_a_runner_go_to_the_log_not_the_wire(
     assert results[-1]["type"] == "run.completed"
     await conn.aclose()  # stderr is drained when the child is reaped
     logged = "\n".join(r.getMessage() for r in caplog.records if r.name == "agentrunner_host.runtime.stderr")
+    assert "echo plugin imported" in logged
     assert "raw stdout write" in logged
     assert "a write to fd 1" in logged
     assert "hello from print() token=***" in logged

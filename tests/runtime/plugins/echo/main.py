@@ -21,6 +21,10 @@ from agentrunner import (
     _json,
 )
 
+# A plugin that prints while it is imported must not corrupt the wire either: the runtime protects stdout
+# before importing plugin code, so this line lands in the host's log.
+print("echo plugin imported")
+
 
 def _manifest(name: str) -> AgentRunnerManifest:
     return AgentRunnerManifest(
