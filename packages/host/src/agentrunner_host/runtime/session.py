@@ -16,7 +16,7 @@ import contextlib
 import itertools
 import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable
-from typing import Any, Final
+from typing import Any, Final, TypeGuard, cast
 
 from agentrunner import ACTIONS, AgentRunRequest, APIError, BackCallRequest, ProtocolError
 from agentrunner.errors import AgentAPIError
@@ -44,9 +44,9 @@ from agentrunner.wire import (
     RunnersFrame,
     StreamCreditFrame,
     WelcomeFrame,
-    decode_frame,
     encode_frame,
 )
+from agentrunner.wire.codec import frame_from_object, parse_line
 from pydantic import BaseModel, ValidationError
 
 from agentrunner_host.errors import RunnerTransportError
@@ -64,6 +64,20 @@ START_FAILED: Final = "runtime.start_failed"
 """The runtime did not start or did not complete the handshake."""
 
 _log = logging.getLogger("agentrunner_host.runtime")
+
+
+def _is_result(raw: object) -> TypeGuard[dict[str, Any]]:
+    if not isinstance(raw, dict):
+        return False
+    frame = cast("dict[str, Any]", raw)
+    sequence = frame.get("sequence")
+    return (
+        frame.get("kind") == "result"
+        and type(frame.get("run_id")) is str
+        and type(sequence) is int
+        and sequence >= 1
+        and type(frame.get("result")) is dict
+    )
 
 
 class _Ended:
@@ -331,7 +345,13 @@ class WireSession:
                 line = await self._channel.receive()
                 if line is None:
                     break
-                frame = decode_frame(line)
+                raw = parse_line(line)
+                if _is_result(raw):
+                    # Most frames are results: checked field by field here, the same constraints as
+                    # ResultFrame, without building a model per result.
+                    self._on_result(raw["run_id"], raw["sequence"], raw["result"])
+                    continue
+                frame = frame_from_object(raw)
                 if frame is not None:
                     self._dispatch(frame)
         except ProtocolError as exc:
@@ -346,19 +366,21 @@ class WireSession:
                 message = await self._describe_eof()
             self.fail(CRASHED, message)
 
+    def _on_result(self, run_id: str, sequence: int, result: dict[str, Any]) -> None:
+        run = self._runs.get(run_id)
+        if run is None or run.remote_ended:
+            return  # the host already left this run; late results are dropped
+        run.credit -= 1
+        if run.credit < 0:
+            raise ProtocolError(f"run {run_id}: a result beyond the granted credit")
+        if result.get("sequence") != sequence:
+            result["sequence"] = sequence
+        run.queue.put_nowait(result)
+
     def _dispatch(self, frame: Frame) -> None:
         match frame:
-            case ResultFrame(run_id=run_id):
-                run = self._runs.get(run_id)
-                if run is None or run.remote_ended:
-                    return  # the host already left this run; late results are dropped
-                run.credit -= 1
-                if run.credit < 0:
-                    raise ProtocolError(f"run {run_id}: a result beyond the granted credit")
-                result = frame.result
-                if result.get("sequence") != frame.sequence:
-                    result["sequence"] = frame.sequence
-                run.queue.put_nowait(result)
+            case ResultFrame(run_id=run_id, sequence=sequence, result=result):
+                self._on_result(run_id, sequence, result)
             case RunEndFrame(run_id=run_id, error=error):
                 run = self._runs.get(run_id)
                 if run is None or run.remote_ended:

@@ -11,7 +11,7 @@ from agentrunner.errors import ProtocolError
 
 from .frames import FRAME_KINDS, Frame, FrameAdapter
 
-__all__ = ["decode_frame", "encode_frame"]
+__all__ = ["decode_frame", "encode_frame", "frame_from_object", "parse_line"]
 
 _log = logging.getLogger("agentrunner.wire")
 
@@ -37,10 +37,19 @@ def decode_frame(line: bytes | bytearray | memoryview) -> Frame | None:
     Raises :class:`~agentrunner.errors.ProtocolError` for anything that is not a valid frame: malformed JSON,
     a non-object, a missing ``kind``, or a known kind with invalid fields.
     """
+    return frame_from_object(parse_line(line))
+
+
+def parse_line(line: bytes | bytearray | memoryview) -> object:
+    """The JSON value of one line; raises :class:`~agentrunner.errors.ProtocolError` when it is not JSON."""
     try:
-        raw = _json.loads(line)
+        return _json.loads(line)
     except ValueError as exc:
         raise ProtocolError(f"frame is not valid JSON: {exc}") from None
+
+
+def frame_from_object(raw: object) -> Frame | None:
+    """Validate a decoded JSON value as a frame (see :func:`decode_frame`)."""
     if not isinstance(raw, dict):
         raise ProtocolError(f"frame must be a JSON object, got {type(raw).__name__}")
     kind = raw.get("kind")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
