@@ -142,3 +142,133 @@ _SDK_API = [
 def test_sdk_public_api_is_pinned() -> None:
     """``agentrunner.__all__`` is exactly the pinned list, and every name in it can be imported."""
     _assert_pinned("agentrunner", _SDK_API)
+
+
+_HOST_API = [
+    "AgentBinding",
+    "AgentConfig",
+    "AgentEventEnvelope",
+    "AuditRecord",
+    "AuthorizationSnapshot",
+    "BackCallDispatcher",
+    "BackCallHandler",
+    "BindingConflictError",
+    "BindingNotFoundError",
+    "BindingScope",
+    "BindingSet",
+    "ConfigurationError",
+    "ContextBuilder",
+    "ConversationKey",
+    "DeliveredResult",
+    "DeliveryPolicy",
+    "DuplicateEventError",
+    "EventFilter",
+    "HistoryHandles",
+    "Host",
+    "HostError",
+    "InProcessConnection",
+    "InProcessTransport",
+    "KnowledgeProvider",
+    "ModelProvider",
+    "Orchestrator",
+    "RawResult",
+    "RegistryWarning",
+    "ResourceCatalog",
+    "ResourcePolicy",
+    "ResourceSelection",
+    "RunAccess",
+    "RunHandle",
+    "RunNotFoundError",
+    "RunOutcome",
+    "RunPolicy",
+    "RunnerConnection",
+    "RunnerDescriptor",
+    "RunnerNotFoundError",
+    "RunnerRegistry",
+    "RunnerTransportError",
+    "RunnerUnavailableError",
+    "SelectorRegistry",
+    "SnapshotBuilder",
+    "StateOwner",
+    "StatePolicy",
+    "StorageOwner",
+    "ToolProvider",
+    "default_selectors",
+]
+
+
+def test_host_public_api_is_pinned() -> None:
+    """``agentrunner_host`` exports exactly the pinned names."""
+    _assert_pinned("agentrunner_host", _HOST_API)
+
+
+_STORES_API = [
+    "AppendOutcome",
+    "ArtifactOwner",
+    "ArtifactRecord",
+    "ArtifactStore",
+    "ArtifactUnavailableError",
+    "DEFAULT_ARTIFACT_MAX_BYTES",
+    "DEFAULT_STORAGE_MAX_BYTES",
+    "EventEntry",
+    "EventKind",
+    "EventLog",
+    "HOST_RESTARTED",
+    "HostStores",
+    "IdempotencyStore",
+    "InvalidValueError",
+    "MAX_SEARCH_TOP_K",
+    "MAX_SUMMARY_CHARS",
+    "ResultRecord",
+    "Role",
+    "RunExistsError",
+    "RunFinish",
+    "RunRecord",
+    "RunStart",
+    "RunStateError",
+    "RunStatus",
+    "RunStore",
+    "StateItem",
+    "StateKey",
+    "StateStore",
+    "StateVersionConflict",
+    "StorageItem",
+    "StorageKey",
+    "StorageStore",
+    "StoreError",
+    "StoredEvent",
+    "StoredTranscriptItem",
+    "Transcript",
+    "TranscriptEntry",
+    "TranscriptItemType",
+    "ValueTooLargeError",
+]
+
+
+def test_host_stores_public_api_is_pinned() -> None:
+    """``agentrunner_host.stores`` exports exactly the pinned names."""
+    _assert_pinned("agentrunner_host.stores", _STORES_API)
+
+
+_MCP_API = [
+    "BridgeClosedError",
+    "BridgeEndpoint",
+    "BridgeError",
+    "BridgeNotStartedError",
+    "BridgeServer",
+    "CLAUDE_CONFIG_FILE",
+    "CODEX_CONFIG_FILE",
+    "DEFAULT_SERVER_NAME",
+    "ExternalMCPBridge",
+    "HarnessTransport",
+    "NonLoopbackBindError",
+    "PROXY_TOKEN_ENV",
+    "PROXY_URL_ENV",
+    "RunRegistration",
+    "create_external_mcp_bridge",
+]
+
+
+def test_mcp_bridge_public_api_is_pinned() -> None:
+    """``agentrunner_mcp`` exports exactly the pinned names."""
+    _assert_pinned("agentrunner_mcp", _MCP_API)
