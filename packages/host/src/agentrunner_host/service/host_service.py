@@ -20,7 +20,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any, Final, cast
+from typing import Any, Final
 
 from agentrunner import AgentRunner, AgentRunnerManifest
 from agentrunner.wire.loader import ENTRY_POINT_GROUP
@@ -46,7 +46,6 @@ from agentrunner_host.pull import PullAPI
 from agentrunner_host.registry import RunnerDescriptor
 from agentrunner_host.stores import HostStores, ResultRecord
 from agentrunner_host.stores.models import ResultRow, RunRow
-from agentrunner_host.transport import RunnerConnection
 
 from .agents import AgentDirectory
 from .errors import NotFoundError
@@ -240,7 +239,7 @@ class HostService:
                     log.warning("plugin discovery: %s", warning)
                 for plugin_id in runtime.plugins:
                     # The runtime's connection is an async generator underneath; its annotation is looser.
-                    host.registry.add(cast(RunnerConnection, runtime.connection(plugin_id)))
+                    host.registry.add(runtime.connection(plugin_id))
             _refuse_secret_literals(settings, plugins)
             default_runner, default_config = await _default_runner(host, settings)
             directory = AgentDirectory(
