@@ -13,7 +13,7 @@ import pytest
 from agentrunner import AgentRunAPI, AgentRunContext, AgentRunner, AgentRunnerPermissions, ArtifactRef
 from agentrunner_host.access import ConversationKey, StateOwner
 from agentrunner_host.db import create_engine, default_sqlite_url, upgrade
-from agentrunner_host.errors import DuplicateEventError
+from agentrunner_host.errors import DuplicateEventError, RunnerNotFoundError
 from agentrunner_host.host import Host
 from agentrunner_host.models import StatePolicy
 from agentrunner_host.stores import HostStores
@@ -258,4 +258,20 @@ async def test_a_run_cancelled_before_or_while_it_starts_is_recorded_cancelled(
     run = await stores.runs.get(handle.run_id)
     assert run is not None
     assert run.status == outcome.status
+    await host.aclose()
+
+
+async def test_an_event_for_an_unknown_runner_is_still_stored(stores: HostStores) -> None:
+    """An accepted event is never lost: when its runner is unknown, it is stored with a reason."""
+    host = Host.create(
+        plugins={PLUGIN: [scripted(echo_script)]}, stores=stores, bindings=[binding("missing")]
+    )
+    with pytest.raises(RunnerNotFoundError):
+        await host.orchestrator.submit(event("x", event_id="evt-orphan"))
+    stored = await stores.events.get("evt-orphan", conversation=ConversationKey("conv-1"))
+    assert stored is not None
+    page = await stores.events.page(
+        conversation=ConversationKey("conv-1"), before_seq=None, limit=10, include_host=True
+    )
+    assert "event.unhandled" in [e.event_type for e in page]
     await host.aclose()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import dataclasses
 import logging
 import re
 import time
@@ -48,7 +49,7 @@ from .bindings import BindingSet
 from .channel import Channel, ChannelClosed
 from .context_builder import ContextBuilder, HistoryHandles
 from .dispatcher import BackCallDispatcher, LiveRun
-from .errors import BindingNotFoundError, DuplicateEventError, RunnerTransportError
+from .errors import BindingNotFoundError, DuplicateEventError, HostError, RunnerTransportError
 from .models import AgentBinding, AgentEventEnvelope
 from .registry import RunnerDescriptor, RunnerRegistry
 from .transport import RawResult
@@ -119,6 +120,10 @@ class _RunState:
     warnings: int = 0
     results_seen: int = 0
     start_persisted: bool = False
+    state_snapshot: dict[str, dict[str, Any]] = field(default_factory=dict[str, dict[str, Any]])
+    """Host state inlined into the context (read before the run's start is written)."""
+    history: HistoryHandles = field(default_factory=HistoryHandles)
+    """History handles as they stood before this run's user turn."""
     """The run's start record is committed (a run cancelled before that must write it at its end)."""
 
 
@@ -199,16 +204,20 @@ class Orchestrator:
     # -- entry points ------------------------------------------------------------------------------------------
 
     async def submit(self, event: AgentEventEnvelope) -> RunHandle:
-        """Accept an event (stored once, idempotently), resolve its one binding and start the run."""
-        await self._ingest(event)
-        if self.bindings is None:
-            raise BindingNotFoundError("this host has no bindings configured")
+        """Accept an event (stored once, idempotently), resolve its one binding and start the run.
+
+        The event is written together with the run's start record (one commit); an event that cannot start a
+        run (no binding, unknown runner) is still stored, with a host record saying why.
+        """
         try:
+            if self.bindings is None:
+                raise BindingNotFoundError("this host has no bindings configured")
             binding = self.bindings.resolve(event)
         except BindingNotFoundError as exc:
+            await self._ingest(event)
             await self._host_record(event, "event.unhandled", {"reason": exc.message})
             raise
-        return await self.start(event, binding, ingested=True)
+        return await self.start(event, binding)
 
     async def run(self, event: AgentEventEnvelope, binding: AgentBinding) -> AsyncIterator[AgentRunResult]:
         """Run *event* with *binding* and yield its results; closing this iterator early cancels the run."""
@@ -226,19 +235,47 @@ class Orchestrator:
     async def start(
         self, event: AgentEventEnvelope, binding: AgentBinding, *, ingested: bool = False
     ) -> RunHandle:
-        """Start a run and return its handle (the run proceeds in its own task)."""
-        if not ingested:
-            await self._ingest(event)
-        descriptor = await self.registry.get(binding.runner_id)
+        """Start a run and return its handle (the run proceeds in its own task).
+
+        With stores, the event (unless *ingested* already) and the run's start record are committed before
+        this returns: a duplicate event id raises :class:`DuplicateEventError` and nothing runs.
+        """
+        try:
+            descriptor = await self.registry.get(binding.runner_id)
+        except HostError as exc:
+            if not ingested:
+                await self._ingest(event)
+                await self._host_record(event, "event.unhandled", {"reason": exc.message})
+            raise
         run_id = "run_" + uuid.uuid4().hex
         snapshot = self.snapshots.build(run_id=run_id, descriptor=descriptor, binding=binding, event=event)
-        handle = RunHandle(run_id, binding, snapshot)
         state = _RunState(
             run_id=run_id, binding=binding, descriptor=descriptor, snapshot=snapshot, event=event
         )
+        if self.stores is not None:
+            await self._persist_start(state, include_event=not ingested)
+        handle = RunHandle(run_id, binding, snapshot)
         self._handles[run_id] = handle
         handle._task = asyncio.create_task(self._drive(handle, state), name=f"agentrunner-run-{run_id}")  # pyright: ignore[reportPrivateUsage]
         return handle
+
+    async def _persist_start(self, state: _RunState, *, include_event: bool) -> None:
+        """Read what the context needs (before the user turn is written), then commit the start."""
+        from .persistence import event_entry
+        from .stores import DuplicateEventStoredError
+
+        access = state.snapshot.access()
+        if state.binding.state_policy.snapshot and access.state_owners:
+            state.state_snapshot = await self.stores.state.snapshot(access.state_owners)
+        state.history = await self._history_handles(access)
+        start = self._run_start(state, state.history)
+        if include_event:
+            start = dataclasses.replace(start, event=event_entry(state.event))
+        try:
+            await self.stores.runs.start(start)
+        except DuplicateEventStoredError:
+            raise DuplicateEventError(state.event.event_id) from None
+        state.start_persisted = True
 
     def handle(self, run_id: str) -> RunHandle | None:
         """The handle of a live run."""
@@ -314,19 +351,12 @@ class Orchestrator:
 
     async def _prepare(self, state: _RunState) -> AgentRunRequest:
         snapshot, event, binding = state.snapshot, state.event, state.binding
-        access = state.live.access if state.live else snapshot.access()
         data, too_big = self.contexts.event_data(event)
         raw_ref = None
         if too_big:
             self._record(state, "event.data_truncated", {"size": json.json_size(event.data)})
-        state_snapshot: dict[str, dict[str, Any]] = {}
-        history = HistoryHandles()
-        if self.stores is not None:
-            if binding.state_policy.snapshot and access.state_owners:
-                state_snapshot = await self.stores.state.snapshot(access.state_owners)
-            history = await self._history_handles(access)
-            await self.stores.runs.start(self._run_start(state, history))
-            state.start_persisted = True
+        state_snapshot = state.state_snapshot
+        history = state.history
         ctx = self.contexts.build(
             snapshot=snapshot,
             binding=binding,

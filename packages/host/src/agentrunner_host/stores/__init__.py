@@ -16,6 +16,7 @@ How it fits together:
 from .artifacts import DEFAULT_ARTIFACT_MAX_BYTES, ArtifactOwner, ArtifactRecord, ArtifactStore
 from .errors import (
     ArtifactUnavailableError,
+    DuplicateEventStoredError,
     InvalidValueError,
     RunExistsError,
     RunStateError,
@@ -74,6 +75,7 @@ __all__ = [
     "IdempotencyStore",
     # errors
     "ArtifactUnavailableError",
+    "DuplicateEventStoredError",
     "InvalidValueError",
     "RunExistsError",
     "RunStateError",

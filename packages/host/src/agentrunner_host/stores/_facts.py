@@ -139,6 +139,11 @@ async def _reserve_pg(
     return first
 
 
+async def known_events(conn: AsyncConnection, ids: list[str]) -> dict[str, StoredEvent]:
+    """The stored events among *ids*."""
+    return await _known_events(conn, ids)
+
+
 async def write_facts(
     conn: AsyncConnection,
     dialect: str,

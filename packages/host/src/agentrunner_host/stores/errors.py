@@ -17,6 +17,7 @@ from agentrunner_host.errors import HostError
 
 __all__ = [
     "ArtifactUnavailableError",
+    "DuplicateEventStoredError",
     "InvalidValueError",
     "RunExistsError",
     "RunStateError",
@@ -55,6 +56,14 @@ class StateVersionConflict(StoreError):
 
 class ArtifactUnavailableError(StoreError):
     """The artifact does not exist, has expired, or its bytes are missing."""
+
+
+class DuplicateEventStoredError(StoreError):
+    """The event id is already stored; nothing was written."""
+
+    def __init__(self, event_id: str) -> None:
+        super().__init__(f"event {event_id} is already stored")
+        self.event_id = event_id
 
 
 class RunExistsError(StoreError):

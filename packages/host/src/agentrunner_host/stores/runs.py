@@ -21,8 +21,8 @@ from agentrunner_host.access import ConversationKey
 
 from ._batch import Coalescer
 from ._db import Database, now_ms
-from ._facts import write_facts
-from .errors import RunExistsError, RunStateError
+from ._facts import known_events, write_facts
+from .errors import DuplicateEventStoredError, RunExistsError, RunStateError
 from .models import JSONText, ResultRow, RunRow
 from .records import EventEntry, TranscriptEntry
 
@@ -73,6 +73,9 @@ class RunStart:
     """The user's transcript item, if the event is a message."""
     start_events: list[EventEntry] = field(default_factory=list[EventEntry])
     """Host records to append (``run.started`` ...)."""
+    event: EventEntry | None = None
+    """The triggering event, ingested in the same transaction (one commit instead of two). When its id is
+    already stored, nothing is written and :class:`DuplicateEventStoredError` is raised."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -286,11 +289,16 @@ class RunStore:
                     raise RunExistsError(f"run {known} is already stored")
             if len(set(run_ids)) != len(run_ids):
                 raise RunExistsError("the same run is started twice")
+            triggers = [s.event for s in starts if s.event is not None]
+            if careful and triggers:
+                known = await known_events(conn, [e.event_id for e in triggers])
+                if known:
+                    raise DuplicateEventStoredError(next(iter(known)))
             await conn.execute(insert(RUNS), [_run_row(s) for s in starts])
             await write_facts(
                 conn,
                 self._db.dialect,
-                events=[event for s in starts for event in s.start_events],
+                events=[*triggers, *(event for s in starts for event in s.start_events)],
                 items=[s.user_turn for s in starts if s.user_turn is not None],
                 now=now_ms(),
                 careful=careful,
