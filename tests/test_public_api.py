@@ -210,6 +210,7 @@ _STORES_API = [
     "ArtifactUnavailableError",
     "DEFAULT_ARTIFACT_MAX_BYTES",
     "DEFAULT_STORAGE_MAX_BYTES",
+    "DuplicateEventStoredError",
     "EventEntry",
     "EventKind",
     "EventLog",
