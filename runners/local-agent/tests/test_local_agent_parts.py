@@ -65,7 +65,9 @@ def test_the_manifest_is_honest_about_what_the_runner_uses() -> None:
 
 def test_the_entry_point_loads_the_runner_class() -> None:
     """The installed distribution exposes the runner in the ``agentrunner.runners`` group."""
-    [point] = [p for p in entry_points(group="agentrunner.runners") if p.name == "langbot/local-agent/default"]
+    [point] = [
+        p for p in entry_points(group="agentrunner.runners") if p.name == "langbot/local-agent/default"
+    ]
     assert point.load() is LocalAgentRunner
 
 
