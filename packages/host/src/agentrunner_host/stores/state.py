@@ -270,32 +270,48 @@ class StateStore:
         whose values fit, and at most *max_bytes* of encoded values over all scopes. Sizes are read first
         and only the chosen values are loaded, so a huge scope costs one bounded index read."""
         out: dict[str, dict[str, Any]] = {name: {} for name in owners}
-        budget = max_bytes
+        if not owners or max_bytes <= 0:
+            return out
+        by_hash = {digest(owner_text(owner)): name for name, owner in owners.items()}
+        # One bounded read for every scope: the first keys of each owner (a window per owner), sizes only.
+        ranked = (
+            select(
+                STATE.c.owner_hash,
+                STATE.c.key,
+                STATE.c.size,
+                func.row_number().over(partition_by=STATE.c.owner_hash, order_by=STATE.c.key).label("rank"),
+            )
+            .where(STATE.c.owner_hash.in_(list(by_hash)))
+            .subquery()
+        )
+        sized_stmt = (
+            select(ranked.c.owner_hash, ranked.c.key, ranked.c.size)
+            .where(ranked.c.rank <= max(0, max_keys_per_scope))
+            .order_by(ranked.c.owner_hash, ranked.c.key)
+        )
         async with self._db.read() as conn:
-            for name, owner in owners.items():
-                if budget <= 0:
-                    break
-                owner_hash = digest(owner_text(owner))
-                sized = (
-                    await conn.execute(
-                        select(STATE.c.key, STATE.c.size)
-                        .where(STATE.c.owner_hash == owner_hash)
-                        .order_by(STATE.c.key)
-                        .limit(max(0, max_keys_per_scope))
-                    )
-                ).all()
-                chosen: list[str] = []
-                for key, size in sized:
+            sized = (await conn.execute(sized_stmt)).all()
+            if not sized:
+                return out
+            rows_by_owner: dict[str, list[tuple[str, int]]] = {}
+            for owner_hash, key, size in sized:
+                rows_by_owner.setdefault(owner_hash, []).append((key, size))
+            budget = max_bytes
+            chosen: dict[str, list[str]] = {}
+            # scopes are filled in the caller's order, so the byte budget favours the first ones
+            for owner_hash in by_hash:
+                for key, size in rows_by_owner.get(owner_hash, []):
                     if size <= budget:
-                        chosen.append(key)
+                        chosen.setdefault(owner_hash, []).append(key)
                         budget -= size
-                if not chosen:
-                    continue
+            if not chosen:
+                return out
+            for owner_hash, keys in chosen.items():
                 rows = await conn.execute(
                     select(STATE.c.key, STATE.c.value).where(
-                        STATE.c.owner_hash == owner_hash, STATE.c.key.in_(chosen)
+                        STATE.c.owner_hash == owner_hash, STATE.c.key.in_(keys)
                     )
                 )
                 values = {key: _json.loads(value) for key, value in rows}
-                out[name] = {key: values[key] for key in chosen if key in values}
+                out[by_hash[owner_hash]] = {key: values[key] for key in keys if key in values}
         return out

@@ -1,0 +1,153 @@
+"""Cost growth: per-run cost and ``history.page`` latency as the transcript grows (issue 8).
+
+Run: ``uv run --with matplotlib python -m bench.growth [--quick]``. For each table size (10k / 100k / 1M
+transcript rows; ``--quick``: 1k / 10k) it builds a SQLite database, then measures, on that database:
+
+* a persisted in-process run through the host (52 results, the ``host`` suite's runner) in a conversation
+  of the table, median over repeats;
+* ``history.page`` (50 items) through ``PullAPI`` from cursors spread over that conversation.
+
+It prints a table and writes ``bench/growth.png`` (log-scale x). Keyset paging and per-run writes must stay
+flat as the table grows: the ratio of the largest to the smallest size is printed next to each series.
+matplotlib is only needed for the picture, so it is not a project dependency (``--with`` brings it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import itertools
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from .host_runs import BenchEchoRunner
+from .stores import _fill_transcript
+
+PAGE = 50
+OUT = Path(__file__).parent / "growth.png"
+
+
+async def _measure_size(rows: int, per_conversation: int, repeats: int) -> tuple[float, float]:
+    from agentrunner.actions import HistoryPageParams
+    from agentrunner_host.access import ConversationKey, RunAccess
+    from agentrunner_host.db import create_engine, default_sqlite_url, upgrade
+    from agentrunner_host.host import Host
+    from agentrunner_host.models import AgentBinding, AgentEventEnvelope
+    from agentrunner_host.pull import PullAPI
+    from agentrunner_host.stores import HostStores
+
+    directory = Path(tempfile.mkdtemp(prefix=f"agentrunner-growth-{rows}-"))
+    engine = create_engine(default_sqlite_url(directory))
+    await upgrade(engine)
+    await engine.dispose()
+    _fill_transcript(directory / "agentrunner.db", rows, max(1, rows // per_conversation))
+    engine = create_engine(default_sqlite_url(directory))
+    stores = await HostStores.open(engine, data_dir=directory)
+    pull = PullAPI(stores, cursor_key=b"growth-cursor-key-0123456789abcdef")
+    target = ConversationKey("conv-0")
+    access = RunAccess(
+        run_id="r",
+        runner_id="bench/x:y",
+        plugin_id="bench/x",
+        binding_id="b",
+        event_id="e",
+        conversation=target,
+    )
+    cursors = [
+        pull.history_cursor(target, 2 * (per_conversation - k * (per_conversation // 16))) for k in range(16)
+    ]
+    binding = AgentBinding(binding_id="growth", runner_id="plugin:bench/host/default", event_types=["*"])
+    host = Host.create(plugins={"bench/host": [BenchEchoRunner()]}, bindings=[binding], stores=stores)
+    counter = itertools.count()
+
+    async def one_run() -> None:
+        event = AgentEventEnvelope.model_validate(
+            {
+                "event_id": f"g-{next(counter)}",
+                "event_type": "message.received",
+                "conversation_id": "conv-0",
+                "input": {"text": "hello"},
+                "delivery": {"surface": "bench", "supports_streaming": True},
+            }
+        )
+        handle = await host.orchestrator.submit(event)
+        async for _ in handle.results():
+            pass
+
+    async def one_page(i: int) -> None:
+        await pull.history_page(
+            access, HistoryPageParams(before_cursor=cursors[i % len(cursors)], limit=PAGE)
+        )
+
+    for i in range(5):  # warm up both paths
+        await one_run()
+        await one_page(i)
+    run_samples: list[float] = []
+    page_samples: list[float] = []
+    for r in range(repeats):
+        started = time.perf_counter()
+        for _ in range(10):
+            await one_run()
+        run_samples.append((time.perf_counter() - started) / 10 * 1e6)
+        started = time.perf_counter()
+        for i in range(50):
+            await one_page(r * 50 + i)
+        page_samples.append((time.perf_counter() - started) / 50 * 1e6)
+    await host.aclose()
+    await stores.aclose()
+    await engine.dispose()
+    return statistics.median(run_samples), statistics.median(page_samples)
+
+
+def _plot(sizes: list[int], runs: list[float], pages: list[float]) -> None:
+    # imported by name: matplotlib is not a project dependency, so the type checker does not see it
+    matplotlib: Any = importlib.import_module("matplotlib")
+    matplotlib.use("Agg")
+    plt: Any = importlib.import_module("matplotlib.pyplot")
+
+    figure, axis = plt.subplots(figsize=(7, 4))
+    axis.plot(sizes, [r / 1000 for r in runs], marker="o", label="persisted run, 52 results (ms)")
+    axis.plot(sizes, [p / 1000 for p in pages], marker="s", label="history.page, 50 items (ms)")
+    axis.set_xscale("log")
+    axis.set_xlabel("transcript rows in the database")
+    axis.set_ylabel("median latency (ms)")
+    axis.set_ylim(bottom=0)
+    axis.set_title("agentrunner: cost as the transcript grows (SQLite, one host process)")
+    axis.grid(True, which="both", alpha=0.3)
+    axis.legend()
+    figure.tight_layout()
+    figure.savefig(OUT, dpi=110)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="per-run cost and history.page latency vs table size")
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--repeats", type=int, default=7)
+    args = parser.parse_args()
+    sizes = [1_000, 10_000] if args.quick else [10_000, 100_000, 1_000_000]
+    per_conversation = sizes[0]
+    runs: list[float] = []
+    pages: list[float] = []
+    for size in sizes:
+        run_us, page_us = asyncio.run(_measure_size(size, per_conversation, args.repeats))
+        runs.append(run_us)
+        pages.append(page_us)
+    print("| transcript rows | persisted run (µs) | history.page (µs) |")
+    print("|---:|---:|---:|")
+    for size, run_us, page_us in zip(sizes, runs, pages, strict=True):
+        print(f"| {size:,} | {run_us:.0f} | {page_us:.0f} |")
+    print(f"| largest ÷ smallest | {runs[-1] / runs[0]:.2f}x | {pages[-1] / pages[0]:.2f}x |")
+    try:
+        _plot(sizes, runs, pages)
+    except ImportError:
+        print("matplotlib is not installed: run with `uv run --with matplotlib python -m bench.growth`")
+    else:
+        print(f"wrote {OUT}")
+
+
+if __name__ == "__main__":
+    main()
