@@ -31,76 +31,98 @@ PAGE = 50
 OUT = Path(__file__).parent / "growth.png"
 
 
-async def _measure_size(rows: int, per_conversation: int, repeats: int) -> tuple[float, float]:
-    from agentrunner.actions import HistoryPageParams
-    from agentrunner_host.access import ConversationKey, RunAccess
-    from agentrunner_host.db import create_engine, default_sqlite_url, upgrade
-    from agentrunner_host.host import Host
-    from agentrunner_host.models import AgentBinding, AgentEventEnvelope
-    from agentrunner_host.pull import PullAPI
-    from agentrunner_host.stores import HostStores
+class _Subject:
+    """One database of a given size with a host on it; the two operations the table compares."""
 
-    directory = Path(tempfile.mkdtemp(prefix=f"agentrunner-growth-{rows}-"))
-    engine = create_engine(default_sqlite_url(directory))
-    await upgrade(engine)
-    await engine.dispose()
-    _fill_transcript(directory / "agentrunner.db", rows, max(1, rows // per_conversation))
-    engine = create_engine(default_sqlite_url(directory))
-    stores = await HostStores.open(engine, data_dir=directory)
-    pull = PullAPI(stores, cursor_key=b"growth-cursor-key-0123456789abcdef")
-    target = ConversationKey("conv-0")
-    access = RunAccess(
-        run_id="r",
-        runner_id="bench/x:y",
-        plugin_id="bench/x",
-        binding_id="b",
-        event_id="e",
-        conversation=target,
-    )
-    cursors = [
-        pull.history_cursor(target, 2 * (per_conversation - k * (per_conversation // 16))) for k in range(16)
-    ]
-    binding = AgentBinding(binding_id="growth", runner_id="plugin:bench/host/default", event_types=["*"])
-    host = Host.create(plugins={"bench/host": [BenchEchoRunner()]}, bindings=[binding], stores=stores)
-    counter = itertools.count()
+    async def open(self, rows: int, per_conversation: int) -> None:
+        from agentrunner.actions import HistoryPageParams
+        from agentrunner_host.access import ConversationKey, RunAccess
+        from agentrunner_host.db import create_engine, default_sqlite_url, upgrade
+        from agentrunner_host.host import Host
+        from agentrunner_host.models import AgentBinding, AgentEventEnvelope
+        from agentrunner_host.pull import PullAPI
+        from agentrunner_host.stores import HostStores
 
-    async def one_run() -> None:
-        event = AgentEventEnvelope.model_validate(
-            {
-                "event_id": f"g-{next(counter)}",
-                "event_type": "message.received",
-                "conversation_id": "conv-0",
-                "input": {"text": "hello"},
-                "delivery": {"surface": "bench", "supports_streaming": True},
-            }
+        directory = Path(tempfile.mkdtemp(prefix=f"agentrunner-growth-{rows}-"))
+        engine = create_engine(default_sqlite_url(directory))
+        await upgrade(engine)
+        await engine.dispose()
+        _fill_transcript(directory / "agentrunner.db", rows, max(1, rows // per_conversation))
+        self.engine = create_engine(default_sqlite_url(directory))
+        self.stores = await HostStores.open(self.engine, data_dir=directory)
+        pull = PullAPI(self.stores, cursor_key=b"growth-cursor-key-0123456789abcdef")
+        target = ConversationKey("conv-0")
+        access = RunAccess(
+            run_id="r",
+            runner_id="bench/x:y",
+            plugin_id="bench/x",
+            binding_id="b",
+            event_id="e",
+            conversation=target,
         )
-        handle = await host.orchestrator.submit(event)
-        async for _ in handle.results():
-            pass
-
-    async def one_page(i: int) -> None:
-        await pull.history_page(
-            access, HistoryPageParams(before_cursor=cursors[i % len(cursors)], limit=PAGE)
+        cursors = [
+            pull.history_cursor(target, 2 * (per_conversation - k * (per_conversation // 16)))
+            for k in range(16)
+        ]
+        binding = AgentBinding(binding_id="growth", runner_id="plugin:bench/host/default", event_types=["*"])
+        self.host = Host.create(
+            plugins={"bench/host": [BenchEchoRunner()]}, bindings=[binding], stores=self.stores
         )
+        counter = itertools.count()
+        pages = itertools.count()
 
-    for i in range(5):  # warm up both paths
-        await one_run()
-        await one_page(i)
-    run_samples: list[float] = []
-    page_samples: list[float] = []
-    for r in range(repeats):
-        started = time.perf_counter()
-        for _ in range(10):
+        async def one_run() -> None:
+            event = AgentEventEnvelope.model_validate(
+                {
+                    "event_id": f"g-{next(counter)}",
+                    "event_type": "message.received",
+                    "conversation_id": "conv-0",
+                    "input": {"text": "hello"},
+                    "delivery": {"surface": "bench", "supports_streaming": True},
+                }
+            )
+            handle = await self.host.orchestrator.submit(event)
+            async for _ in handle.results():
+                pass
+
+        async def one_page() -> None:
+            cursor = cursors[next(pages) % len(cursors)]
+            await pull.history_page(access, HistoryPageParams(before_cursor=cursor, limit=PAGE))
+
+        self.one_run = one_run
+        self.one_page = one_page
+        for _ in range(5):  # warm up both paths
             await one_run()
-        run_samples.append((time.perf_counter() - started) / 10 * 1e6)
-        started = time.perf_counter()
-        for i in range(50):
-            await one_page(r * 50 + i)
-        page_samples.append((time.perf_counter() - started) / 50 * 1e6)
-    await host.aclose()
-    await stores.aclose()
-    await engine.dispose()
-    return statistics.median(run_samples), statistics.median(page_samples)
+            await one_page()
+
+    async def close(self) -> None:
+        await self.host.aclose()
+        await self.stores.aclose()
+        await self.engine.dispose()
+
+
+async def _measure(sizes: list[int], repeats: int) -> tuple[list[float], list[float]]:
+    """Every size's database is built first; then each repeat measures every size in turn (interleaved)."""
+    subjects: list[_Subject] = []
+    for size in sizes:
+        subject = _Subject()
+        await subject.open(size, sizes[0])
+        subjects.append(subject)
+    runs: list[list[float]] = [[] for _ in sizes]
+    pages: list[list[float]] = [[] for _ in sizes]
+    for _ in range(repeats):
+        for index, subject in enumerate(subjects):
+            started = time.perf_counter()
+            for _ in range(10):
+                await subject.one_run()
+            runs[index].append((time.perf_counter() - started) / 10 * 1e6)
+            started = time.perf_counter()
+            for _ in range(50):
+                await subject.one_page()
+            pages[index].append((time.perf_counter() - started) / 50 * 1e6)
+    for subject in subjects:
+        await subject.close()
+    return [statistics.median(r) for r in runs], [statistics.median(p) for p in pages]
 
 
 def _plot(sizes: list[int], runs: list[float], pages: list[float]) -> None:
@@ -129,13 +151,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=7)
     args = parser.parse_args()
     sizes = [1_000, 10_000] if args.quick else [10_000, 100_000, 1_000_000]
-    per_conversation = sizes[0]
-    runs: list[float] = []
-    pages: list[float] = []
-    for size in sizes:
-        run_us, page_us = asyncio.run(_measure_size(size, per_conversation, args.repeats))
-        runs.append(run_us)
-        pages.append(page_us)
+    runs, pages = asyncio.run(_measure(sizes, args.repeats))
     print("| transcript rows | persisted run (µs) | history.page (µs) |")
     print("|---:|---:|---:|")
     for size, run_us, page_us in zip(sizes, runs, pages, strict=True):
