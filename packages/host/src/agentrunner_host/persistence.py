@@ -43,6 +43,7 @@ def _now_ms() -> int:
 def event_entry(event: AgentEventEnvelope) -> EventEntry:
     """The event-log entry of an incoming event."""
     text = event.input.text
+    actor, subject = event.actor, event.subject
     return EventEntry(
         event_id=event.event_id,
         event_type=event.event_type,
@@ -52,10 +53,10 @@ def event_entry(event: AgentEventEnvelope) -> EventEntry:
         thread_id=event.thread_id,
         workspace_id=event.workspace_id,
         bot_id=event.bot_id,
-        actor_type=event.actor.actor_type if event.actor else None,
-        actor_id=event.actor.actor_id if event.actor else None,
-        subject_type=event.subject.subject_type if event.subject else None,
-        subject_id=event.subject.subject_id if event.subject else None,
+        actor_type=actor and actor.actor_type,
+        actor_id=actor and actor.actor_id,
+        subject_type=subject and subject.subject_type,
+        subject_id=subject and subject.subject_id,
         source_event_type=event.source_event_type,
         summary=text[:_SUMMARY] if text else None,
         data={

@@ -31,6 +31,8 @@ __all__ = [
 ]
 
 TriggerSource = Literal["platform", "webui", "api", "scheduler", "system", "host_adapter"]
+InlineMode = Literal["none", "current_event", "recent_tail", "summary_tail"]
+"""What a host inlined besides the current event; v1 hosts use ``current_event``."""
 
 
 class AgentTrigger(ProtocolModel):
@@ -146,7 +148,7 @@ class DeliveryContext(ProtocolModel):
 class InlineContextPolicy(ProtocolModel):
     """What the host inlined (§5.8). In v1 hosts inline the current event only."""
 
-    mode: Literal["none", "current_event", "recent_tail", "summary_tail"]
+    mode: InlineMode
     """Inline mode."""
     delivered_count: int = 0
     """History items inlined."""

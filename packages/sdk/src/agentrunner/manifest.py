@@ -22,6 +22,10 @@ __all__ = [
 ]
 
 
+StorageAreaName = Literal["plugin", "workspace", "binding"]
+"""A storage area of §8: the plugin's own, the workspace's, the binding's."""
+
+
 class AgentRunnerCapabilities(ProtocolModel):
     """What a runner can do (§4.3). A host holds a runner to what it declares."""
 
@@ -64,7 +68,7 @@ class AgentRunnerPermissions(ProtocolModel):
     """Event log reads of the current conversation."""
     artifacts: list[Literal["metadata", "read"]] = []
     """Artifact reads within the run's scope."""
-    storage: list[Literal["plugin", "workspace", "binding"]] = []
+    storage: list[StorageAreaName] = []
     """Storage areas."""
     files: list[Literal["config", "knowledge"]] = []
     """Reading configured files through the artifact API."""
