@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -395,4 +396,42 @@ async def test_artifacts_declared_by_the_runner_never_carry_its_claimed_size_or_
     created = items[0].result
     assert created.type == "artifact.created"
     assert created.data.artifact.size is None and created.data.artifact.digest is None
+    await host.aclose()
+
+
+async def test_stateful_session_runners_take_one_turn_at_a_time_per_session_key() -> None:
+    """Two runs of one conversation on a stateful_session runner never overlap; another conversation does."""
+    active: dict[str, int] = {}
+    overlap: list[str] = []
+
+    async def turn(ctx: AgentRunContext, api: AgentRunAPI) -> AsyncIterator[Any]:
+        key = ctx.context.conversation_id or ""
+        active[key] = active.get(key, 0) + 1
+        if active[key] > 1:
+            overlap.append(key)
+        await asyncio.sleep(0.05)
+        active[key] -= 1
+        out = AgentRunner.emitter(ctx)
+        yield out.message("done")
+        yield out.complete()
+
+    runner = scripted(turn, name="session")
+    type(runner).manifest = type(runner).manifest.model_copy(
+        update={
+            "capabilities": type(runner).manifest.capabilities.model_copy(update={"stateful_session": True})
+        }
+    )
+    host = make_host(runner)
+    started = time.perf_counter()
+    handles = [
+        await host.orchestrator.start(
+            event(event_id=f"s{i}", conversation_id="same" if i < 3 else f"other-{i}"), binding("session")
+        )
+        for i in range(5)
+    ]
+    outcomes = [await h.outcome() for h in handles]
+    elapsed = time.perf_counter() - started
+    assert all(o.status == "completed" for o in outcomes)
+    assert overlap == []
+    assert elapsed >= 0.15  # the three turns of "same" ran one after another
     await host.aclose()

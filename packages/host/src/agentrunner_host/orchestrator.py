@@ -11,12 +11,13 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import contextlib
 import dataclasses
 import logging
 import re
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
@@ -127,6 +128,12 @@ class _RunState:
     """The run's start record is committed (a run cancelled before that must write it at its end)."""
 
 
+@dataclass(slots=True)
+class _SessionGate:
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    users: int = 0
+
+
 class RunHandle:
     """A started run. Iterate :meth:`results` to receive its results; ``outcome`` resolves at the end."""
 
@@ -200,6 +207,7 @@ class Orchestrator:
         self.pull = pull
         self.cancel_grace_seconds = cancel_grace_seconds
         self._handles: dict[str, RunHandle] = {}
+        self._sessions: dict[str, _SessionGate] = {}
 
     # -- entry points ------------------------------------------------------------------------------------------
 
@@ -277,6 +285,31 @@ class Orchestrator:
             raise DuplicateEventError(state.event.event_id) from None
         state.start_persisted = True
 
+    @contextlib.asynccontextmanager
+    async def _session_turn(self, state: _RunState, request: AgentRunRequest) -> AsyncGenerator[None]:
+        """One turn at a time per native session (PROTOCOL_V1 §13).
+
+        A runner declaring ``stateful_session`` may resume one external session per stable session key
+        (workspace / bot / binding / runner / conversation / thread); harnesses rarely accept concurrent turns
+        on one session, so such runs wait for the previous turn of the same key. Other runs never wait, and
+        nothing is serialised per runner or per plugin.
+        """
+        if not state.snapshot.capabilities.stateful_session:
+            yield
+            return
+        key = str(request.context.runtime.metadata.get("session_key", ""))
+        gate = self._sessions.get(key)
+        if gate is None:
+            gate = self._sessions[key] = _SessionGate()
+        gate.users += 1
+        try:
+            async with gate.lock:
+                yield
+        finally:
+            gate.users -= 1
+            if gate.users == 0:
+                del self._sessions[key]
+
     def handle(self, run_id: str) -> RunHandle | None:
         """The handle of a live run."""
         return self._handles.get(run_id)
@@ -324,14 +357,17 @@ class Orchestrator:
             state.live = self.dispatcher.register(state.snapshot)
             request = await self._prepare(state)
             conn = self.registry.connection(state.descriptor.plugin_id)
-            async with asyncio.timeout_at(_loop_time_for(state.snapshot.deadline_at)):
-                async with aclosing(conn.run(request)) as stream:
-                    async for raw in stream:
-                        delivered = await self._accept(state, raw)
-                        if delivered is not None:
-                            await handle._deliver(delivered)  # pyright: ignore[reportPrivateUsage]
-                        if state.terminal is not None:
-                            break
+            async with (
+                asyncio.timeout_at(_loop_time_for(state.snapshot.deadline_at)),
+                self._session_turn(state, request),
+                aclosing(conn.run(request)) as stream,
+            ):
+                async for raw in stream:
+                    delivered = await self._accept(state, raw)
+                    if delivered is not None:
+                        await handle._deliver(delivered)  # pyright: ignore[reportPrivateUsage]
+                    if state.terminal is not None:
+                        break
         except asyncio.CancelledError:
             reason = handle.cancel_requested or "cancelled"
             failure = ("cancelled", f"run cancelled: {reason}", False)
