@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import hashlib
 import math
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
@@ -261,32 +262,28 @@ class SimulatedHost:
     async def call(self, request: BackCallRequest, *, timeout: float | None) -> dict[str, Any]:
         """Serve one call (see the class docstring)."""
         session, record = self._admit(request)
-        behaviour = session.plan.for_call(record.index)
-        try:
-            await _wait(behaviour.delay)
-            if behaviour.error is not None:
-                raise _ERRORS[behaviour.error](f"injected {behaviour.error}")
-            result = self._serve(session, request.action, request.params)
-        except APIError as exc:
-            record.outcome = exc.code
-            raise
-        except asyncio.CancelledError:
-            record.outcome = "cancelled"
-            raise
-        record.outcome = "ok"
-        return result
+        async with self._faults(session, record):
+            return self._serve(session, request.action, request.params)
 
     async def stream(
         self, request: BackCallRequest, *, timeout: float | None
     ) -> AsyncIterator[dict[str, Any]]:
         """Serve a streaming call chunk by chunk."""
         session, record = self._admit(request)
+        async with self._faults(session, record):
+            chunks = self._serve_stream(session, request.action, request.params)
+        for chunk in chunks:
+            yield chunk
+
+    @contextlib.asynccontextmanager
+    async def _faults(self, session: _Session, record: CallRecord) -> AsyncGenerator[None]:
+        """Apply the fault plan's delay and injected error to one call, and record how the call ended."""
         behaviour = session.plan.for_call(record.index)
         try:
             await _wait(behaviour.delay)
             if behaviour.error is not None:
                 raise _ERRORS[behaviour.error](f"injected {behaviour.error}")
-            chunks = self._serve_stream(session, request.action, request.params)
+            yield
         except APIError as exc:
             record.outcome = exc.code
             raise
@@ -294,8 +291,6 @@ class SimulatedHost:
             record.outcome = "cancelled"
             raise
         record.outcome = "ok"
-        for chunk in chunks:
-            yield chunk
 
     # admission -------------------------------------------------------------------------------------------
 
