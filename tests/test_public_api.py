@@ -171,6 +171,7 @@ _HOST_API = [
     "KnowledgeProvider",
     "ModelProvider",
     "Orchestrator",
+    "PluginFailure",
     "RawResult",
     "RegistryWarning",
     "ResourceCatalog",

@@ -90,7 +90,7 @@ async def test_a_literal_value_for_a_field_the_runner_marks_secret_is_refused_at
     """The manifest knows what the loader cannot: ``access_code`` is secret, so the file may only reference it."""
     monkeypatch.setattr(
         "agentrunner_host.service.host_service._in_process_runners",
-        lambda: {"test/fake": [FakeSecretiveRunner()]},
+        lambda failures=None: {"test/fake": [FakeSecretiveRunner()]},
     )
     toml = f'[[agents]]\nagent_id = "s"\nrunner_id = "{SECRET_RUNNER_ID}"\nrunner_config = {{ access_code = "1234" }}\n'
     with pytest.raises(ConfigFileError, match=r"agents\[0\]\.runner_config\.access_code: marked secret"):

@@ -40,7 +40,7 @@ from .models import (
 )
 from .orchestrator import DeliveredResult, Orchestrator, RunHandle, RunOutcome
 from .providers import KnowledgeProvider, ModelProvider, ToolProvider
-from .registry import RegistryWarning, RunnerDescriptor, RunnerRegistry
+from .registry import PluginFailure, RegistryWarning, RunnerDescriptor, RunnerRegistry
 from .transport import BackCallHandler, RawResult, RunnerConnection
 
 try:
@@ -70,6 +70,7 @@ __all__ = (
     "RunnerRegistry",
     "RunnerDescriptor",
     "RegistryWarning",
+    "PluginFailure",
     "RunnerConnection",
     "BackCallHandler",
     "RawResult",

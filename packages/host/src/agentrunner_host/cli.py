@@ -302,8 +302,9 @@ def _cmd_runners(args: argparse.Namespace, out: TextIO) -> int:
 
     async def main() -> list[dict[str, Any]]:
         async with HostService.open(settings, recover=False) as service:
-            return [
+            available = [
                 {
+                    "status": "available",
                     "runner_id": d.runner_id,
                     "plugin_id": d.plugin_id,
                     "label": d.manifest.label.model_dump(exclude_none=True),
@@ -311,12 +312,27 @@ def _cmd_runners(args: argparse.Namespace, out: TextIO) -> int:
                 }
                 for d in await service.runners()
             ]
+            failed = [
+                {
+                    "status": "failed",
+                    "runner_id": None,
+                    "plugin_id": f.plugin_id,
+                    "source": f.source,
+                    "error": f.reason,
+                }
+                for f in service.plugin_failures()
+            ]
+            return available + failed
 
     rows = asyncio.run(main())
     if args.json:
         _print_json(rows, out)
     else:
         for row in rows:
+            if row["status"] == "failed":
+                who = f"plugin:{row['plugin_id']}/*" if row["plugin_id"] else row["source"]
+                out.write(f"{who}\tFAILED\t{row['error']}\n")
+                continue
             label = row["label"].get("en_US") or next(iter(row["label"].values()), "")
             out.write(f"{row['runner_id']}\t{label}\n")
     return EXIT_OK

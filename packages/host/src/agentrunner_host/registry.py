@@ -6,6 +6,9 @@
 * ``protocol_version`` must have a supported major version; incompatible runners are left out with a warning.
 * A failed discovery is never cached as "no runners": the plugin is retried on the next lookup, and a lookup
   of an unknown id refreshes once before failing.
+* A plugin that yields no runner is a :class:`PluginFailure` with its reason (:attr:`RunnerRegistry.failures`),
+  shown next to the runners by the API and the CLI, until a later discovery of it succeeds. Failures found
+  before a connection exists (a manifest that does not parse) are recorded with :meth:`record_failure`.
 """
 
 from __future__ import annotations
@@ -19,10 +22,10 @@ from dataclasses import dataclass
 from agentrunner import AgentRunnerManifest, InvalidRunnerIdError, RunnerId, is_compatible_protocol
 from pydantic import ValidationError
 
-from .errors import RunnerNotFoundError, RunnerUnavailableError
+from .errors import HostError, RunnerNotFoundError, RunnerUnavailableError
 from .transport import RunnerConnection
 
-__all__ = ["RegistryWarning", "RunnerDescriptor", "RunnerRegistry"]
+__all__ = ["PluginFailure", "RegistryWarning", "RunnerDescriptor", "RunnerRegistry"]
 
 log = logging.getLogger("agentrunner.host.registry")
 
@@ -51,6 +54,18 @@ class RegistryWarning:
     """What was wrong."""
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PluginFailure:
+    """A plugin that yields no runner, and why (its runtime did not start, every manifest was refused...)."""
+
+    plugin_id: str | None
+    """``author/plugin``, when known (a manifest that does not parse may not say)."""
+    reason: str
+    """What went wrong, e.g. ``... No module named 'pydantic_ai'``."""
+    source: str = ""
+    """Where the plugin was found: a manifest path, ``entry-point:<distribution>``..."""
+
+
 class RunnerRegistry:
     """Runner descriptors from the registered plugin connections, cached and refreshed on change."""
 
@@ -63,6 +78,8 @@ class RunnerRegistry:
         self._descriptors: dict[str, RunnerDescriptor] = {}
         self._loaded: set[str] = set()  # plugins whose last discovery succeeded
         self._warnings: list[RegistryWarning] = []
+        self._failures: dict[str, PluginFailure] = {}  # by plugin id: its last discovery yielded nothing
+        self._recorded: list[PluginFailure] = []  # found before any connection existed
         self._lock = asyncio.Lock()
         self._miss_refresh_interval = miss_refresh_interval
         self._last_miss_refresh = 0.0
@@ -71,6 +88,23 @@ class RunnerRegistry:
     def warnings(self) -> list[RegistryWarning]:
         """Warnings of the last refresh."""
         return list(self._warnings)
+
+    @property
+    def failures(self) -> list[PluginFailure]:
+        """Plugins that yield no runner: those recorded with :meth:`record_failure`, then those whose last
+        discovery failed (by plugin id)."""
+        return [*self._recorded, *(self._failures[pid] for pid in sorted(self._failures))]
+
+    def failure(self, plugin_id: str) -> PluginFailure | None:
+        """Why *plugin_id* yields no runner, if it does not."""
+        found = self._failures.get(plugin_id)
+        if found is not None:
+            return found
+        return next((f for f in self._recorded if f.plugin_id == plugin_id), None)
+
+    def record_failure(self, failure: PluginFailure) -> None:
+        """Remember a plugin that could not even be registered (its manifest is unusable)."""
+        self._recorded.append(failure)
 
     def connection(self, plugin_id: str) -> RunnerConnection:
         """The live connection of a plugin."""
@@ -95,6 +129,7 @@ class RunnerRegistry:
 
     def _forget(self, plugin_id: str) -> None:
         self._loaded.discard(plugin_id)
+        self._failures.pop(plugin_id, None)
         for rid in [rid for rid, d in self._descriptors.items() if d.plugin_id == plugin_id]:
             del self._descriptors[rid]
 
@@ -111,9 +146,10 @@ class RunnerRegistry:
                 if isinstance(result, BaseException):
                     # Keep what we knew before; a transient failure must not look like "no runners".
                     self._loaded.discard(pid)
-                    warnings.append(
-                        RegistryWarning(pid, f"discovery failed: {type(result).__name__}: {result}")
-                    )
+                    what = "" if isinstance(result, HostError) else f"{type(result).__name__}: "
+                    reason = f"discovery failed: {what}{result}"
+                    warnings.append(RegistryWarning(pid, reason))
+                    self._failures[pid] = PluginFailure(plugin_id=pid, reason=reason, source=_source(conn))
                     continue
                 descriptors, plugin_warnings = result
                 warnings.extend(plugin_warnings)
@@ -121,6 +157,11 @@ class RunnerRegistry:
                 for d in descriptors:
                     self._descriptors[d.runner_id] = d
                 self._loaded.add(pid)
+                if not descriptors:
+                    why = "; ".join(w.message for w in plugin_warnings) or "the plugin declares no runner"
+                    self._failures[pid] = PluginFailure(
+                        plugin_id=pid, reason=f"no usable runner: {why}", source=_source(conn)
+                    )
             for w in warnings:
                 log.warning("runner registry: plugin %s: %s", w.plugin_id, w.message)
             self._warnings = warnings
@@ -187,6 +228,9 @@ class RunnerRegistry:
             return found
         plugin_id = RunnerId.parse(rid).plugin_id
         if plugin_id not in self._connections:
+            failure = self.failure(plugin_id)
+            if failure is not None:
+                raise RunnerNotFoundError(rid, reason=f"plugin {plugin_id} failed to load ({failure.reason})")
             raise RunnerNotFoundError(rid, reason=f"plugin {plugin_id} is not installed")
         now = time.monotonic()
         if plugin_id not in self._loaded or now - self._last_miss_refresh >= self._miss_refresh_interval:
@@ -195,7 +239,17 @@ class RunnerRegistry:
         found = self._descriptors.get(rid)
         if found is None:
             reason = "not declared by its plugin"
+            failure = self._failures.get(plugin_id)
             if plugin_id not in self._loaded:
                 reason = "its plugin's discovery failed"
+                if failure is not None:
+                    reason = f"{reason} ({failure.reason})"
             raise RunnerNotFoundError(rid, reason=reason)
         return found
+
+
+def _source(conn: RunnerConnection) -> str:
+    # Runtime connections know where their plugin came from; other connections (in process, tests) do not.
+    spec = getattr(conn, "spec", None)
+    source = getattr(spec, "source", None)
+    return source if isinstance(source, str) else ""

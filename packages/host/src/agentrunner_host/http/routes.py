@@ -17,7 +17,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from agentrunner_host.access import ConversationKey
 from agentrunner_host.config import BindingSpec, find_literal_secrets, format_key_path, is_env_ref
 from agentrunner_host.models import AgentConfig, AgentEventEnvelope
-from agentrunner_host.registry import RunnerDescriptor
+from agentrunner_host.registry import PluginFailure, RunnerDescriptor
 from agentrunner_host.service import AgentEntry, BindingEntry, HostService, ReplayItem, RunView
 from agentrunner_host.stores import StoredTranscriptItem
 
@@ -31,6 +31,7 @@ from .schemas import (
     CancelOut,
     ErrorBody,
     EventSubmission,
+    FailedPluginOut,
     Health,
     Readiness,
     ResultItem,
@@ -280,8 +281,14 @@ def _runner_out(d: RunnerDescriptor) -> RunnerOut:
 
 async def list_runners(request: Request) -> Response:
     """``GET /v1/runners``."""
-    runners = await _service(request).runners()
-    return _json(RunnerList(runners=[_runner_out(d) for d in runners]))
+    service = _service(request)
+    runners = await service.runners()
+    failed = [_failed_out(f) for f in service.plugin_failures()]
+    return _json(RunnerList(runners=[_runner_out(d) for d in runners], failed=failed))
+
+
+def _failed_out(failure: PluginFailure) -> FailedPluginOut:
+    return FailedPluginOut(plugin_id=failure.plugin_id, reason=failure.reason, source=failure.source)
 
 
 async def _agent_out(service: HostService, entry: AgentEntry) -> AgentOut:
@@ -450,8 +457,10 @@ async def healthz(request: Request) -> Response:
 
 async def readyz(request: Request) -> Response:
     """``GET /readyz``."""
-    ready, detail = await _service(request).readiness()
-    return _json(Readiness(ready=ready, detail=detail), 200 if ready else 503)
+    service = _service(request)
+    ready, detail = await service.readiness()
+    failed = [_failed_out(f) for f in service.plugin_failures()]
+    return _json(Readiness(ready=ready, detail=detail, failed_plugins=failed), 200 if ready else 503)
 
 
 # -- the table --------------------------------------------------------------------------------------------------

@@ -26,6 +26,7 @@ __all__ = [
     "RunAccepted",
     "RunOut",
     "RunWithResults",
+    "FailedPluginOut",
     "RunnerList",
     "RunnerOut",
     "TranscriptItemOut",
@@ -206,11 +207,24 @@ class RunnerOut(_Body):
     """The runner's config form (fields marked ``secret`` are redacted wherever a config is shown)."""
 
 
+class FailedPluginOut(_Body):
+    """A plugin that yields no runner, and why."""
+
+    plugin_id: str | None
+    """``author/plugin``, when known."""
+    reason: str
+    """Why it failed (e.g. the import error of its runtime)."""
+    source: str
+    """Where it was found: its manifest path or ``entry-point:<distribution>`` (empty when unknown)."""
+
+
 class RunnerList(_Body):
-    """Runners."""
+    """Runners, and the plugins that failed to provide any."""
 
     runners: list[RunnerOut]
     """Every available runner."""
+    failed: list[FailedPluginOut] = []
+    """Plugins that failed to load, with the reason; their runners are not in ``runners``."""
 
 
 class AgentOut(_Body):
@@ -296,4 +310,6 @@ class Readiness(_Body):
     ready: bool
     """The database answers and is migrated to head."""
     detail: str
-    """Why (not) ready."""
+    """Why (not) ready; names the plugins that failed to load."""
+    failed_plugins: list[FailedPluginOut] = []
+    """Plugins that failed to load (they do not make the host unready: the other plugins keep working)."""

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import yaml
 from agentrunner import AgentRunnerManifest, InvalidRunnerIdError, RunnerId, is_compatible_protocol
@@ -84,12 +84,16 @@ class PluginSpec:
 
 @dataclass(frozen=True, slots=True)
 class DiscoveryWarning:
-    """A plugin that could not be loaded, and why."""
+    """A plugin (or one of its runners) that could not be loaded, and why."""
 
     path: str
     """The manifest file (or entry point) at fault."""
     reason: str
     """What is wrong with it."""
+    plugin_id: str | None = field(default=None, kw_only=True)
+    """``author/plugin`` when the manifest says so, even if it is otherwise unusable."""
+    fatal: bool = field(default=False, kw_only=True)
+    """The whole plugin was skipped (not just one of its runners)."""
 
     def __str__(self) -> str:
         return f"{self.path}: {self.reason}"
@@ -104,17 +108,28 @@ class DiscoveryResult:
     warnings: list[DiscoveryWarning] = field(default_factory=list[DiscoveryWarning])
     """One per skipped manifest, runner or entry point."""
 
-    def add_warning(self, path: Path | str, reason: str) -> None:
-        """Record (and log) a skipped plugin."""
-        warning = DiscoveryWarning(str(path), reason)
-        _log.warning("skipping plugin: %s", warning)
+    def add_warning(
+        self, path: Path | str, reason: str, *, plugin_id: str | None = None, fatal: bool = False
+    ) -> None:
+        """Record (and log) a skipped plugin, or a skipped runner of a plugin (*fatal* false)."""
+        warning = DiscoveryWarning(str(path), reason, plugin_id=plugin_id, fatal=fatal)
+        _log.warning("skipping %s: %s", "plugin" if fatal else "runner", warning)
         self.warnings.append(warning)
+
+    @property
+    def failed(self) -> list[DiscoveryWarning]:
+        """The warnings of plugins skipped entirely."""
+        return [w for w in self.warnings if w.fatal]
 
     def add_plugin(self, spec: PluginSpec) -> None:
         """Add a plugin; a duplicate id is a warning, the first one stays."""
         existing = self.plugins.get(spec.plugin_id)
         if existing is not None:
-            self.add_warning(spec.source, f"plugin {spec.plugin_id} is already provided by {existing.source}")
+            self.add_warning(
+                spec.source,
+                f"plugin {spec.plugin_id} is already provided by {existing.source}",
+                plugin_id=spec.plugin_id,
+            )
             return
         self.plugins[spec.plugin_id] = spec
 
@@ -176,6 +191,21 @@ def _describe(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
+def _declared_plugin_id(manifest_path: Path) -> str | None:
+    """``metadata.author/metadata.name`` of a manifest that is otherwise unusable, when both are valid."""
+    try:
+        data: object = yaml.safe_load(manifest_path.read_text(encoding="utf-8"))
+        metadata = cast(dict[str, object], data).get("metadata") if isinstance(data, dict) else None
+        if not isinstance(metadata, dict):
+            return None
+        fields = cast(dict[str, object], metadata)
+        plugin_id = f"{fields.get('author')}/{fields.get('name')}"
+        RunnerId.parse(f"plugin:{plugin_id}/x")
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, InvalidRunnerIdError):
+        return None
+    return plugin_id
+
+
 def discover_plugins(plugin_dirs: Iterable[Path], *, entry_points: bool = False) -> DiscoveryResult:
     """Plugins in *plugin_dirs* (each a plugin directory itself, or a directory of plugin directories) and,
     with *entry_points*, installed distributions of the ``agentrunner.runners`` group. First one wins on a
@@ -183,7 +213,7 @@ def discover_plugins(plugin_dirs: Iterable[Path], *, entry_points: bool = False)
     result = DiscoveryResult()
     for root in plugin_dirs:
         if not root.is_dir():
-            result.add_warning(root, "plugin directory does not exist")
+            result.add_warning(root, "plugin directory does not exist", fatal=True)
             continue
         candidates = (
             [root] if (root / MANIFEST_FILE).is_file() else sorted(p for p in root.iterdir() if p.is_dir())
@@ -193,8 +223,9 @@ def discover_plugins(plugin_dirs: Iterable[Path], *, entry_points: bool = False)
             if not manifest_path.is_file():
                 continue
             spec, reasons = load_plugin_dir(candidate)
+            plugin_id = spec.plugin_id if spec is not None else _declared_plugin_id(manifest_path)
             for reason in reasons:
-                result.add_warning(manifest_path, reason)
+                result.add_warning(manifest_path, reason, plugin_id=plugin_id, fatal=spec is None)
             if spec is not None:
                 result.add_plugin(spec)
     if entry_points:
@@ -212,10 +243,12 @@ def discover_entry_points(result: DiscoveryResult | None = None) -> DiscoveryRes
         try:
             runner_id = RunnerId.parse(f"plugin:{ep.name}")
         except InvalidRunnerIdError as exc:
-            result.add_warning(where, f"entry point names must be author/plugin/runner: {exc.reason}")
+            result.add_warning(
+                where, f"entry point names must be author/plugin/runner: {exc.reason}", fatal=True
+            )
             continue
         if ":" not in ep.value:
-            result.add_warning(where, f"entry point value {ep.value!r} must be module:Class")
+            result.add_warning(where, f"entry point value {ep.value!r} must be module:Class", fatal=True)
             continue
         grouped.setdefault(runner_id.plugin_id, []).append((runner_id.runner, ep))
     for plugin_id, eps in grouped.items():

@@ -22,7 +22,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, Final
 
-from agentrunner import AgentRunner, AgentRunnerManifest
+from agentrunner import AgentRunner, AgentRunnerManifest, InvalidRunnerIdError, RunnerId
 from agentrunner.wire.loader import ENTRY_POINT_GROUP
 from alembic.script import ScriptDirectory
 from sqlalchemy import func, select
@@ -43,7 +43,7 @@ from agentrunner_host.host import Host
 from agentrunner_host.models import AgentEventEnvelope
 from agentrunner_host.orchestrator import DeliveredResult
 from agentrunner_host.pull import PullAPI
-from agentrunner_host.registry import RunnerDescriptor
+from agentrunner_host.registry import PluginFailure, RunnerDescriptor
 from agentrunner_host.stores import HostStores, ResultRecord
 from agentrunner_host.stores.models import ResultRow, RunRow
 
@@ -142,8 +142,9 @@ def _cursor_key(data_dir: Path) -> bytes:
     return key
 
 
-def _in_process_runners() -> dict[str, list[AgentRunner]]:
-    """Instances of every installed ``agentrunner.runners`` entry point, grouped by plugin id."""
+def _in_process_runners(failures: list[PluginFailure] | None = None) -> dict[str, list[AgentRunner]]:
+    """Instances of every installed ``agentrunner.runners`` entry point, grouped by plugin id; each entry point
+    that does not load is logged and, with *failures*, appended to it."""
     plugins: dict[str, list[AgentRunner]] = {}
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         try:
@@ -154,9 +155,24 @@ def _in_process_runners() -> dict[str, list[AgentRunner]]:
             plugin_id = type(runner).manifest.runner_id.plugin_id
         except Exception as exc:
             log.warning("runner entry point %s (%s) not loaded: %s", ep.name, ep.value, exc)
+            if failures is not None:
+                failures.append(
+                    PluginFailure(
+                        plugin_id=_entry_point_plugin_id(ep.name),
+                        reason=f"entry point {ep.name} ({ep.value}) not loaded: {type(exc).__name__}: {exc}",
+                        source=f"entry-point:{ep.dist.name if ep.dist is not None else ep.name}",
+                    )
+                )
             continue
         plugins.setdefault(plugin_id, []).append(runner)
     return plugins
+
+
+def _entry_point_plugin_id(name: str) -> str | None:
+    try:
+        return RunnerId.parse(f"plugin:{name}").plugin_id
+    except InvalidRunnerIdError:
+        return None
 
 
 def _head_revision() -> str | None:
@@ -197,8 +213,12 @@ class HostService:
 
     @classmethod
     @asynccontextmanager
-    async def open(cls, settings: Settings, *, recover: bool = True) -> AsyncGenerator[HostService]:
-        """Open the service (see the module docstring); closes it on exit."""
+    async def open(
+        cls, settings: Settings, *, recover: bool = True, discover: bool = True
+    ) -> AsyncGenerator[HostService]:
+        """Open the service (see the module docstring); closes it on exit. With *discover* every plugin is
+        asked for its runners now (out-of-process plugins start), and each plugin that fails is logged with
+        its reason; without it, plugins start on first use."""
         config = settings.config
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         engine = create_engine(settings.database_url)
@@ -212,7 +232,8 @@ class HostService:
                 recovered = await stores.runs.close_interrupted(ended_at=_now_ms())
                 if recovered:
                     log.warning("closed %d run(s) interrupted by a restart: %s", len(recovered), recovered)
-            plugins = _in_process_runners() if config.runners.entry_points == "in_process" else {}
+            failures: list[PluginFailure] = []
+            plugins = _in_process_runners(failures) if config.runners.entry_points == "in_process" else {}
             providers = await open_providers(settings, engine=engine, stores=stores, stack=stack)
             host = Host.create(
                 plugins=plugins,
@@ -235,11 +256,25 @@ class HostService:
                     entry_points=config.runners.entry_points == "subprocess",
                 )
                 stack.push_async_callback(runtime.aclose)
-                for warning in runtime.discovery_warnings:
-                    log.warning("plugin discovery: %s", warning)
+                failures += (
+                    PluginFailure(plugin_id=w.plugin_id, reason=w.reason, source=w.path)
+                    for w in runtime.discovery_warnings
+                    if w.fatal
+                )
                 for plugin_id in runtime.plugins:
                     # The runtime's connection is an async generator underneath; its annotation is looser.
                     host.registry.add(runtime.connection(plugin_id))
+            for failure in failures:
+                host.registry.record_failure(failure)
+            if discover:
+                await host.registry.refresh()
+                for failure in host.registry.failures:
+                    log.error(
+                        "plugin %s failed to load: %s (%s)",
+                        failure.plugin_id or "?",
+                        failure.reason,
+                        failure.source or "unknown source",
+                    )
             _refuse_secret_literals(settings, plugins)
             default_runner, default_config = await _default_runner(host, settings)
             directory = AgentDirectory(
@@ -431,8 +466,13 @@ class HostService:
         descriptor = await self.runner_schema(runner_id)
         return redact_config(runner_config, descriptor.manifest.config_schema if descriptor else None)
 
+    def plugin_failures(self) -> list[PluginFailure]:
+        """Plugins that yield no runner, with the reason (as of their last discovery)."""
+        return self.host.registry.failures
+
     async def readiness(self) -> tuple[bool, str]:
-        """Whether the database answers and is migrated to head, and why not."""
+        """Whether the database answers and is migrated to head, and why not; failed plugins are named in the
+        detail but do not make the host unready (the other plugins keep working)."""
         try:
             current = await asyncio.wait_for(current_revision(self.engine), timeout=5)
         except Exception as exc:
@@ -440,7 +480,12 @@ class HostService:
         head = _head_revision()
         if current != head:
             return False, f"database at revision {current}, expected {head}"
-        return True, f"database at revision {current}"
+        detail = f"database at revision {current}"
+        failed = self.plugin_failures()
+        if failed:
+            names = ", ".join(f.plugin_id or f.source for f in failed)
+            detail += f"; {len(failed)} plugin(s) failed to load: {names}"
+        return True, detail
 
 
 def _refuse_secret_literals(settings: Settings, plugins: Mapping[str, list[AgentRunner]]) -> None:
