@@ -48,7 +48,7 @@ def client_for(
     app = create_app(service, api_token=token)
     headers = {"Authorization": f"Bearer {token}"} if token and send_token else {}
     return httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app), base_url="http://testserver", headers=headers
+        transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1:8420", headers=headers
     )
 
 

@@ -37,8 +37,9 @@ def test_binding_a_non_loopback_address_without_a_token_is_refused(make_settings
     exposed = make_settings(environ={"AGENTRUNNER_HTTP_HOST": "0.0.0.0"})
     with pytest.raises(ConfigFileError, match="AGENTRUNNER_API_TOKEN"):
         exposed.require_token_for_bind()
+    strong = "Vq3tX9mZ2kLp8RwN4yHs7DfB1cJg6UeA0oTiQbWxYz"  # a public bind needs a strong token
     make_settings(
-        environ={"AGENTRUNNER_HTTP_HOST": "0.0.0.0", "AGENTRUNNER_API_TOKEN": TOKEN}
+        environ={"AGENTRUNNER_HTTP_HOST": "0.0.0.0", "AGENTRUNNER_API_TOKEN": strong}
     ).require_token_for_bind()
     make_settings().require_token_for_bind()
 

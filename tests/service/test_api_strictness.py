@@ -59,12 +59,15 @@ async def test_integers_beyond_64_bits_are_refused_before_they_reach_the_stores(
 ) -> None:
     """JSON allows any integer; the stores do not, so the API answers 422 instead of failing later."""
     response = await client.post(
-        "/v1/events", content=b'{"text": "x", "data": {"n": 123456789012345678901234567890}}'
+        "/v1/events",
+        content=b'{"text": "x", "data": {"n": 123456789012345678901234567890}}',
+        headers={"content-type": "application/json"},
     )
     assert response.status_code == 422 and "cannot be stored" in response.json()["error"]["message"]
     config = await client.post(
         "/v1/agents",
         content=b'{"agent_id": "big", "runner_id": "%s", "runner_config": {"n": -99999999999999999999999}}'
         % ECHO.encode(),
+        headers={"content-type": "application/json"},
     )
     assert config.status_code == 422

@@ -15,11 +15,15 @@ from .model import (
     DEFAULT_HTTP_PORT,
     ECHO_RUNNER_ID,
     LOCAL_AGENT_RUNNER_ID,
+    MIN_TOKEN_BITS,
+    MIN_TOKEN_LENGTH,
     BindingSpec,
     DefaultsConfig,
     HostConfig,
     HttpConfig,
     RunnersConfig,
+    is_loopback_host,
+    token_weakness,
 )
 from .providers import KnowledgeBaseConfig, MCPServerConfig, ModelConfig
 from .secrets import (
@@ -51,6 +55,10 @@ __all__ = (
     "DEFAULT_HTTP_PORT",
     "ECHO_RUNNER_ID",
     "LOCAL_AGENT_RUNNER_ID",
+    "MIN_TOKEN_BITS",
+    "MIN_TOKEN_LENGTH",
+    "is_loopback_host",
+    "token_weakness",
     # providers
     "ModelConfig",
     "MCPServerConfig",

@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from agentrunner_host.db import default_sqlite_url
 from agentrunner_host.errors import ConfigurationError
 
-from .model import HostConfig, is_loopback_host
+from .model import HostConfig, is_loopback_host, token_weakness
 from .secrets import find_literal_secrets, url_has_password
 
 __all__ = [
@@ -107,13 +107,25 @@ class Settings:
         return is_loopback_host(self.http_host)
 
     def require_token_for_bind(self) -> None:
-        """Refuse a non-loopback bind without a token (raises :class:`ConfigFileError`)."""
-        if not self.is_loopback and not self.api_token:
+        """Refuse a non-loopback bind without a token, or with a weak one (raises :class:`ConfigFileError`)."""
+        if self.is_loopback:
+            return
+        variable = self.config.http.api_token_env
+        if not self.api_token:
             raise ConfigFileError(
                 "the environment",
                 [
                     f"http.host = {self.http_host!r} is not a loopback address: set "
-                    f"{self.config.http.api_token_env} to a bearer token (refusing to serve an open API)"
+                    f"{variable} to a bearer token (refusing to serve an open API)"
+                ],
+            )
+        weakness = token_weakness(self.api_token)
+        if weakness is not None:
+            raise ConfigFileError(
+                "the environment",
+                [
+                    f"{variable} is too weak for the non-loopback bind {self.http_host!r}: {weakness} "
+                    "(generate one with: python -c 'import secrets; print(secrets.token_urlsafe(32))')"
                 ],
             )
 

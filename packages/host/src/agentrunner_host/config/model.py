@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import ipaddress
+import math
+from collections import Counter
 from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -20,7 +23,10 @@ __all__ = [
     "HostConfig",
     "HttpConfig",
     "RunnersConfig",
+    "MIN_TOKEN_BITS",
+    "MIN_TOKEN_LENGTH",
     "is_loopback_host",
+    "token_weakness",
 ]
 
 DEFAULT_HTTP_PORT: Final = 8420
@@ -30,12 +36,47 @@ ECHO_RUNNER_ID: Final = "plugin:agentrunner/echo/default"
 LOCAL_AGENT_RUNNER_ID: Final = "plugin:langbot/local-agent/default"
 """The default runner once a model is configured (when installed)."""
 LOOPBACK_HOSTS: Final = frozenset({"127.0.0.1", "::1", "localhost"})
-"""Bind addresses that need no API token."""
+"""Host names that always count as loopback (any ``127.0.0.0/8`` or ``::1`` address does too)."""
+MIN_TOKEN_LENGTH: Final = 32
+"""Shortest API token accepted for a non-loopback bind."""
+MIN_TOKEN_BITS: Final = 90.0
+"""Least estimated entropy (bits) of an API token for a non-loopback bind (the estimate undercounts: a random
+32-digit hex token, 128 real bits, scores 95 to 120)."""
 
 
 def is_loopback_host(host: str) -> bool:
-    """Whether *host* is a loopback bind address (``127.0.0.0/8``, ``::1``, ``localhost``)."""
-    return host in LOOPBACK_HOSTS or host.startswith("127.")
+    """Whether *host* is a loopback address or ``localhost``, decided by parsing it as an IP address (so
+    ``127.0.0.1.example`` is not loopback; ``[::1]`` and ``::ffff:127.0.0.1`` are)."""
+    name = host.strip().lower()
+    if name.startswith("[") and name.endswith("]"):
+        name = name[1:-1]
+    if name in {"localhost", "localhost."}:
+        return True
+    try:
+        address = ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped.is_loopback
+    return address.is_loopback
+
+
+def token_weakness(token: str) -> str | None:
+    """Why *token* is too weak to protect a non-loopback bind, or ``None``.
+
+    The entropy estimate is the token's length times the Shannon entropy of its own character distribution:
+    ``secrets.token_urlsafe(32)`` scores about 220 bits; a token made of few distinct characters, or of a
+    repeated pattern, is refused. It is a floor against obvious mistakes, not a proof of randomness."""
+    if len(token) < MIN_TOKEN_LENGTH:
+        return f"it has {len(token)} characters; at least {MIN_TOKEN_LENGTH} are required"
+    if (token + token).find(token, 1) < len(token):
+        return "it repeats a shorter pattern"
+    counts = Counter(token)
+    per_char = -sum(n / len(token) * math.log2(n / len(token)) for n in counts.values())
+    bits = per_char * len(token)
+    if per_char < 2.5 or bits < MIN_TOKEN_BITS:
+        return f"its estimated entropy is {bits:.0f} bits; at least {MIN_TOKEN_BITS:.0f} are required"
+    return None
 
 
 class _Section(BaseModel):
@@ -43,16 +84,31 @@ class _Section(BaseModel):
 
 
 class HttpConfig(_Section):
-    """``[http]``: where the HTTP API listens."""
+    """``[http]``: where the HTTP API listens and which requests it accepts."""
 
     host: str = "127.0.0.1"
-    """Bind address; anything but loopback requires an API token."""
+    """Bind address; anything but loopback requires a strong API token."""
     port: int = Field(default=DEFAULT_HTTP_PORT, ge=0, le=65535)
     """TCP port (0 = any free port)."""
     api_token_env: str = Field(default="AGENTRUNNER_API_TOKEN", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     """Environment variable holding the bearer token that protects the API."""
     graceful_shutdown_seconds: float = Field(default=5.0, ge=0)
     """How long open connections may take to finish once shutdown starts."""
+    allowed_hosts: list[str] = []
+    """Host names (``Host`` header, without port) accepted besides the loopback names; ``"*"`` accepts any.
+    A request for any other name is refused with 421 (this stops DNS rebinding)."""
+    allowed_origins: list[str] = []
+    """Browser origins (``https://console.example``) allowed to call the API; CORS is answered for exactly
+    these and is off when the list is empty. Any other ``Origin`` is refused with 403."""
+    header_timeout_seconds: float = Field(default=10.0, gt=0)
+    """A connection that has not sent a complete request head this long after connecting (or after its
+    previous answer) is closed."""
+    body_timeout_seconds: float = Field(default=30.0, gt=0)
+    """Longest time to receive a request body; slower bodies are answered 408."""
+    keep_alive_seconds: int = Field(default=5, ge=1)
+    """Idle keep-alive connections are closed after this long."""
+    max_connections: int = Field(default=512, ge=1)
+    """Concurrent connections (and requests) served; more are answered 503."""
 
     @property
     def is_loopback(self) -> bool:

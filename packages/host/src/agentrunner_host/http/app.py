@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -17,6 +19,7 @@ from agentrunner_host.service import HostService
 
 from .auth import BearerTokenMiddleware
 from .errors import ApiError, error_response, from_host_error
+from .guard import RequestGuard
 from .openapi import Handler, build_openapi
 from .routes import ENDPOINTS
 
@@ -78,8 +81,21 @@ def _by_method(handlers: dict[str, Handler]) -> Handler:
     return dispatch
 
 
-def create_app(service: HostService, *, api_token: str | None) -> Starlette:
-    """The API over an open *service*; every route requires *api_token* when one is given."""
+def create_app(
+    service: HostService,
+    *,
+    api_token: str | None,
+    allowed_hosts: Sequence[str] | None = None,
+    allowed_origins: Sequence[str] | None = None,
+) -> Starlette:
+    """The API over an open *service*; every route requires *api_token* when one is given.
+
+    Every request first passes the :class:`~agentrunner_host.http.guard.RequestGuard` (``Host`` allowlist,
+    ``Origin`` check, JSON-only writes); *allowed_hosts* and *allowed_origins* default to the service's
+    ``[http]`` settings. CORS is answered only for *allowed_origins*, and is off when there are none."""
+    http = service.settings.config.http
+    hosts = list(http.allowed_hosts if allowed_hosts is None else allowed_hosts)
+    origins = list(http.allowed_origins if allowed_origins is None else allowed_origins)
     document = build_openapi(ENDPOINTS, title=API_TITLE, version=_version(), secured=api_token is not None)
 
     async def openapi(request: Request) -> Response:
@@ -89,7 +105,19 @@ def create_app(service: HostService, *, api_token: str | None) -> Starlette:
         Route(path, _by_method(handlers), methods=list(handlers)) for path, handlers in _paths().items()
     ]
     routes.append(Route("/openapi.json", openapi, methods=["GET"]))
-    middleware = [Middleware(BearerTokenMiddleware, token=api_token)] if api_token else []
+    middleware = [Middleware(RequestGuard, allowed_hosts=hosts, allowed_origins=origins)]
+    if origins:
+        middleware.append(
+            Middleware(
+                CORSMiddleware,
+                allow_origins=origins,
+                allow_methods=["GET", "POST", "PUT", "DELETE"],
+                allow_headers=["authorization", "content-type", "last-event-id", "accept"],
+                expose_headers=["location", "x-run-id"],
+            )
+        )
+    if api_token:
+        middleware.append(Middleware(BearerTokenMiddleware, token=api_token))
     app = Starlette(
         routes=routes,
         middleware=middleware,
@@ -102,4 +130,5 @@ def create_app(service: HostService, *, api_token: str | None) -> Starlette:
     )
     app.state.service = service
     app.state.openapi = document
+    app.state.body_timeout = http.body_timeout_seconds
     return app

@@ -91,6 +91,13 @@ def build_openapi(
             statuses.setdefault(401, (ErrorBody, "Missing or invalid bearer token."))
         if ep.body is not None or ep.params:
             statuses.setdefault(422, (ErrorBody, "Invalid request."))
+        # The request guard answers these on every route (see docs/security.md).
+        statuses.setdefault(403, (ErrorBody, "The request's Origin is not allowed (`forbidden_origin`)."))
+        statuses.setdefault(421, (ErrorBody, "The Host is not served here (`misdirected_request`)."))
+        if ep.method in {"POST", "PUT", "PATCH", "DELETE"}:
+            statuses.setdefault(415, (ErrorBody, "The body is not `application/json`."))
+        if ep.body is not None:
+            statuses.setdefault(408, (ErrorBody, "The body did not arrive in time."))
         for status, (model, description) in sorted(statuses.items()):
             entry: dict[str, Any] = {"description": description}
             content: dict[str, Any] = {}

@@ -51,6 +51,7 @@ __all__ = ["ENDPOINTS", "MAX_BODY_BYTES"]
 MAX_BODY_BYTES: Final = 1024 * 1024
 """Largest request body accepted."""
 _CANCEL_SETTLE_SECONDS: Final = 5.0
+_BODY_TIMEOUT_SECONDS: Final = 30.0
 _INTEGER: Final = re.compile(r"-?[0-9]{1,12}")
 _SEQ: Final = re.compile(r"[0-9]{0,10}")
 _CURSOR: Final = re.compile(r"[0-9]{1,12}")
@@ -84,11 +85,17 @@ async def _body(request: Request, model: type[M]) -> M:
         raise ApiError(413, "payload_too_large", f"the body exceeds {MAX_BODY_BYTES} bytes")
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > MAX_BODY_BYTES:
-            raise ApiError(413, "payload_too_large", f"the body exceeds {MAX_BODY_BYTES} bytes")
-        chunks.append(chunk)
+    timeout: float = getattr(request.app.state, "body_timeout", _BODY_TIMEOUT_SECONDS)
+    try:
+        # A client trickling its body must not hold a handler (and a connection slot) forever.
+        async with asyncio.timeout(timeout):
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > MAX_BODY_BYTES:
+                    raise ApiError(413, "payload_too_large", f"the body exceeds {MAX_BODY_BYTES} bytes")
+                chunks.append(chunk)
+    except TimeoutError:
+        raise ApiError(408, "request_timeout", f"the body did not arrive within {timeout:g} s") from None
     raw = b"".join(chunks)
     if not raw.strip():
         raise ApiError(422, "invalid_request", "a JSON request body is required")

@@ -13,19 +13,73 @@ import logging
 import signal
 import threading
 from collections.abc import Callable, Generator
-from typing import Final
+from typing import Final, cast
 
 import uvicorn
+from starlette.types import ASGIApp
+from uvicorn.protocols.http.h11_impl import H11Protocol, RequestResponseCycle
 
+from agentrunner_host.config import HttpConfig
 from agentrunner_host.service import HostService
 
 from .app import create_app
 
-__all__ = ["serve"]
+__all__ = ["guarded_protocol", "serve", "server_config"]
 
 log = logging.getLogger("agentrunner.http")
+_log = log
 
 _SIGNALS: Final = (signal.SIGINT, signal.SIGTERM)
+
+
+def guarded_protocol(header_timeout: float) -> type[asyncio.Protocol]:
+    """uvicorn's h11 protocol, closing any connection that has not sent a complete request head within
+    *header_timeout* seconds of connecting or of its previous answer.
+
+    uvicorn itself only times out idle keep-alive connections *between* requests; a client that opens a
+    connection and never finishes its headers (a half-open or slowloris connection) would hold it forever.
+    """
+
+    class _GuardedH11Protocol(H11Protocol):
+        _head_timer: asyncio.TimerHandle | None = None
+
+        def _arm(self) -> None:
+            if self._head_timer is None:
+                self._head_timer = self.loop.call_later(header_timeout, self._expire, self.cycle)
+
+        def _expire(self, cycle: object) -> None:
+            self._head_timer = None
+            # A new request cycle began since the timer was armed: its head arrived in time.
+            if self.cycle is cycle and not self.transport.is_closing():
+                _log.debug("closing a connection that sent no complete request head in %.1fs", header_timeout)
+                self.transport.close()
+
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            super().connection_made(transport)  # pyright: ignore[reportArgumentType]
+            self._arm()
+
+        def _between_requests(self) -> bool:
+            # uvicorn annotates the cycle as always set; it is None until the first request head arrives.
+            cycle = cast("RequestResponseCycle | None", self.cycle)
+            return cycle is None or cycle.response_complete
+
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            if self._between_requests():
+                self._arm()
+            else:
+                self._disarm()
+
+        def _disarm(self) -> None:
+            if self._head_timer is not None:
+                self._head_timer.cancel()
+                self._head_timer = None
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+    return _GuardedH11Protocol
 
 
 class _Server(uvicorn.Server):
@@ -55,6 +109,32 @@ class _Server(uvicorn.Server):
                 loop.remove_signal_handler(sig)
 
 
+def server_config(
+    app: ASGIApp,
+    *,
+    host: str,
+    port: int,
+    http: HttpConfig,
+    log_level: str = "info",
+    graceful_shutdown_seconds: float = 5.0,
+) -> uvicorn.Config:
+    """The uvicorn configuration of ``serve``: the guarded protocol (request-head timeout), the keep-alive
+    timeout and the connection limit from *http*."""
+    return uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level=log_level,
+        lifespan="off",
+        access_log=log_level == "debug",
+        server_header=False,
+        http=guarded_protocol(http.header_timeout_seconds),
+        timeout_keep_alive=http.keep_alive_seconds,
+        limit_concurrency=http.max_connections,
+        timeout_graceful_shutdown=max(1, round(graceful_shutdown_seconds)),
+    )
+
+
 async def serve(
     service: HostService,
     *,
@@ -63,18 +143,26 @@ async def serve(
     api_token: str | None,
     log_level: str = "info",
     graceful_shutdown_seconds: float = 5.0,
+    http: HttpConfig | None = None,
 ) -> None:
-    """Serve the API until a signal arrives (or the server fails to start: ``SystemExit`` from uvicorn)."""
-    app = create_app(service, api_token=api_token)
-    config = uvicorn.Config(
+    """Serve the API until a signal arrives (or the server fails to start: ``SystemExit`` from uvicorn).
+
+    *http* (default: the service's ``[http]`` settings) gives the request guard's allowlists and the
+    connection limits: request-head and keep-alive timeouts, and the most concurrent connections."""
+    limits = http or service.settings.config.http
+    app = create_app(
+        service,
+        api_token=api_token,
+        allowed_hosts=limits.allowed_hosts,
+        allowed_origins=limits.allowed_origins,
+    )
+    config = server_config(
         app,
         host=host,
         port=port,
+        http=limits,
         log_level=log_level,
-        lifespan="off",
-        access_log=log_level == "debug",
-        server_header=False,
-        timeout_graceful_shutdown=max(1, round(graceful_shutdown_seconds)),
+        graceful_shutdown_seconds=graceful_shutdown_seconds,
     )
     tasks: set[asyncio.Task[None]] = set()
 
