@@ -1,0 +1,237 @@
+"""The shared HTTP-runner kit: deadlines, error mapping, redaction, deltas, JSON streams, state, and a session
+against a loopback fake server (SSE, statuses, timeout, a cancelled stream closes the connection)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncGenerator
+
+import httpx
+import pytest
+from agentrunner import AgentRunResult, ArtifactRef, ResultEmitter, RunFailedResult
+from agentrunner_http_kit import (
+    ConfigReader,
+    CumulativeText,
+    ExternalIds,
+    HttpSession,
+    JsonObjectStream,
+    PlatformError,
+    ReplyText,
+    RunDeadline,
+    SecretRedactor,
+    effective_timeout,
+    guarded,
+    media_inputs,
+    status_error,
+    transport_error,
+)
+from agentrunner_http_kit.testing import FakePlatform, FakeResponse, run_context, sse_frame
+
+SENTINEL = "sk-sentinel-0123456789abcdef"
+
+
+def test_the_limit_is_the_earlier_of_timeout_and_deadline() -> None:
+    now = 1000.0
+    assert effective_timeout(30, None, now=now) == 30
+    assert effective_timeout(30, now + 5, now=now) == 5
+    assert effective_timeout(None, now + 5, now=now) == 5
+    assert effective_timeout(None, None, now=now) is None
+    assert effective_timeout(30, now - 5, now=now) == 0.0
+    deadline = RunDeadline(10, None)
+    remaining = deadline.remaining()
+    assert remaining is not None and 0 < remaining <= 10
+
+
+def test_statuses_map_to_the_common_kinds_and_only_429_and_5xx_are_retryable() -> None:
+    cases = {401: ("auth_error", False), 403: ("auth_error", False), 404: ("http_error", False)}
+    cases |= {429: ("http_error", True), 500: ("http_error", True), 503: ("http_error", True)}
+    for status, (kind, retryable) in cases.items():
+        error = status_error(status, "body", platform="P")
+        assert (error.kind, error.retryable, error.details["status"]) == (kind, retryable, status)
+    long = status_error(500, "x" * 1000, platform="P")
+    assert len(str(long.details["body"])) <= 200
+    assert transport_error(httpx.ReadTimeout("slow"), platform="P").kind == "timeout"
+    assert transport_error(httpx.ConnectError("refused"), platform="P").kind == "http_error"
+    assert transport_error(httpx.RemoteProtocolError("cut"), platform="P").kind == "response_invalid"
+
+
+def test_the_redactor_masks_secrets_their_bearer_tokens_and_basic_pairs() -> None:
+    redactor = SecretRedactor([SENTINEL, None, "ab"])
+    redactor.add_headers({"Authorization": "Bearer tok-123456", "X-Other": "visible"})
+    redactor.add_basic("user", "pass-word")
+    text = redactor.redact(
+        f"key {SENTINEL} header Bearer tok-123456 pw pass-word b64 dXNlcjpwYXNzLXdvcmQ= ab"
+    )
+    assert SENTINEL not in text and "tok-123456" not in text and "pass-word" not in text
+    assert "dXNlcjpwYXNzLXdvcmQ=" not in text and text.endswith(" ab")
+    assert redactor.redact_json({"k": [SENTINEL]}) == {"k": ["***"]}
+
+
+def test_cumulative_text_becomes_increments() -> None:
+    text = CumulativeText()
+    assert [text.advance(t) for t in ["He", "Hell", "Hello"]] == ["He", "ll", "o"]
+    assert text.advance("Bye") == "" and text.rewritten and text.text == "Bye"
+    reply = ReplyText()
+    assert reply.append("a") == "a" and not ReplyText()
+    reply.append("b")
+    assert reply.text == "ab"
+    reply.replace("new")
+    assert reply.text == "new"
+
+
+def test_json_objects_split_and_concatenated_across_chunks() -> None:
+    data = '{"type":"begin"}\n{"type":"item","content":"a \\"q\\" }"}{"ok": true}\n\n{"n": null}'
+    for size in (1, 2, 7, len(data)):
+        stream = JsonObjectStream()
+        values = [v for i in range(0, len(data), size) for v in stream.feed(data[i : i + size])]
+        assert values == [
+            {"type": "begin"},
+            {"type": "item", "content": 'a "q" }'},
+            {"ok": True},
+            {"n": None},
+        ]
+        assert stream.rest() == ""
+    broken = JsonObjectStream()
+    with pytest.raises(ValueError, match="not JSON"):
+        list(broken.feed('{"a": 1} nope'))
+    cut = JsonObjectStream()
+    assert list(cut.feed('{"a": [1, 2')) == [] and cut.rest() == '{"a": [1, 2'
+
+
+def test_config_reader_names_the_field() -> None:
+    reader = ConfigReader({"base-url": "ftp://x", "n": "abc", "t": "true", "empty": "", "kind": "z"})
+    with pytest.raises(PlatformError, match="'base-url'") as caught:
+        reader.url("base-url")
+    assert caught.value.kind == "config_invalid"
+    with pytest.raises(PlatformError, match="'n' must be a number"):
+        reader.number("n", default=1)
+    with pytest.raises(PlatformError, match="'empty' is required"):
+        reader.string("empty", required=True)
+    with pytest.raises(PlatformError, match="one of a, b"):
+        reader.choice("kind", ["a", "b"], default="a")
+    assert reader.boolean("t", default=False) is True
+    assert reader.number("missing", default=30) == 30
+
+
+def test_external_ids_record_only_changes() -> None:
+    ctx = run_context(conversation_state={"external.conversation_id": "c1"})
+    ids = ExternalIds(ctx)
+    assert ids.get("external.conversation_id") == "c1"
+    ids.set("external.conversation_id", "c1")
+    assert ids.changed == {}
+    ids.set("external.session_id", "s1")
+    ids.forget("external.conversation_id")
+    assert ids.changed == {"external.session_id": "s1", "external.conversation_id": None}
+    updates = list(ids.updates(ResultEmitter("run-1")))
+    assert [(u.data.scope, u.data.key, u.data.value) for u in updates] == [
+        ("conversation", "external.session_id", "s1"),
+        ("conversation", "external.conversation_id", None),
+    ]
+
+
+def test_media_inputs_dedupe_artifacts_and_keep_urls() -> None:
+    ref = {"artifact_id": "art-1", "mime_type": "image/png", "name": "a.png"}
+    ctx = run_context(
+        contents=[
+            {"type": "image", "artifact": ref},
+            {"type": "image", "url": "https://example.com/b.jpg"},
+            {
+                "type": "file",
+                "artifact": {"artifact_id": "art-2", "mime_type": "application/pdf"},
+                "name": "d.pdf",
+            },
+        ]
+    )
+    attachments = [ArtifactRef.model_validate(ref), ArtifactRef(artifact_id="art-3", mime_type="audio/ogg")]
+    ctx = ctx.model_copy(update={"input": ctx.input.model_copy(update={"attachments": attachments})})
+    items = media_inputs(ctx)
+    assert [(i.kind, i.artifact.artifact_id if i.artifact else i.url) for i in items] == [
+        ("image", "art-1"),
+        ("image", "https://example.com/b.jpg"),
+        ("document", "art-2"),
+        ("audio", "art-3"),
+    ]
+
+
+async def test_a_session_reads_sse_and_maps_statuses_without_echoing_the_key() -> None:
+    async with FakePlatform() as fake:
+        fake.route(
+            "POST",
+            "/sse",
+            FakeResponse.sse([sse_frame({"a": 1}, event="x"), ": comment\n\n", sse_frame("[DONE]")]),
+        )
+        fake.route("POST", "/401", FakeResponse.json({"msg": f"bad key {SENTINEL}"}, status=401))
+        ctx = run_context()
+        redactor = SecretRedactor([SENTINEL])
+        async with HttpSession.open(ctx, platform="Fake", timeout=30, redactor=redactor) as http:
+            headers = {"Authorization": f"Bearer {SENTINEL}"}
+            async with http.stream(
+                "POST", f"{fake.base_url}/sse", headers=headers, json={"q": 1}
+            ) as response:
+                assert response.is_event_stream
+                events = [(e.event, e.data) async for e in response.events()]
+            assert events == [("x", '{"a": 1}'), ("message", "[DONE]")]
+            with pytest.raises(PlatformError) as caught:
+                async with http.stream("POST", f"{fake.base_url}/401", headers=headers):
+                    pass
+        assert caught.value.kind == "auth_error" and SENTINEL not in caught.value.message
+        assert SENTINEL not in str(caught.value.details)
+        assert fake.requests[0].json() == {"q": 1}
+        assert fake.requests[0].headers["authorization"] == f"Bearer {SENTINEL}"
+
+
+async def _failing_run(out: ResultEmitter, url: str, timeout: float) -> AsyncGenerator[AgentRunResult]:
+    async with (
+        HttpSession.open(run_context(), platform="Fake", timeout=timeout) as http,
+        http.stream("POST", url) as response,
+    ):
+        async for event in response.events():
+            yield out.delta(event.data)
+    yield out.complete("done")
+
+
+async def test_a_slow_platform_fails_timeout_retryable_and_the_guard_names_it() -> None:
+    async with FakePlatform() as fake:
+        fake.route("POST", "/slow", FakeResponse.sse([sse_frame({"a": 1})], delay=30))
+        out = ResultEmitter("run-1")
+        started = time.monotonic()
+        results = [
+            r
+            async for r in guarded(
+                _failing_run(out, f"{fake.base_url}/slow", 0.2),
+                out,
+                prefix="fake",
+                platform="Fake",
+                redactor=SecretRedactor(),
+            )
+        ]
+        assert time.monotonic() - started < 25
+    assert [r.type for r in results] == ["run.failed"]
+    failure = results[0]
+    assert isinstance(failure, RunFailedResult)
+    assert failure.data.code == "fake.timeout" and failure.data.retryable
+
+
+async def test_cancelling_a_run_closes_the_stream_and_the_server_sees_it() -> None:
+    async with FakePlatform() as fake:
+        fake.route("POST", "/hold", FakeResponse.sse([sse_frame({"a": 1})], hold=True))
+        out = ResultEmitter("run-1")
+        got_first = asyncio.Event()
+
+        async def consume() -> None:
+            async for _ in guarded(
+                _failing_run(out, f"{fake.base_url}/hold", 60),
+                out,
+                prefix="fake",
+                platform="Fake",
+                redactor=SecretRedactor(),
+            ):
+                got_first.set()
+
+        task = asyncio.create_task(consume())
+        await got_first.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await asyncio.wait_for(fake.disconnected.wait(), 30)
