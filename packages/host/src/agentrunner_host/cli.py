@@ -354,7 +354,11 @@ def _cmd_agents(args: argparse.Namespace, out: TextIO) -> int:
             _print_json({"source": entry.source, **_redacted_agent(entry.agent)}, out)
         case "add":
             runner_config = _json_object(args.runner_config, what="--runner-config")
-            secrets = find_literal_secrets(runner_config)
+            from agentrunner_host.service.host_service import installed_manifests
+
+            manifest = installed_manifests().get(args.runner)
+            schema = manifest.config_schema if manifest else None
+            secrets = find_literal_secrets(runner_config, schema=schema)
             if secrets:
                 where = ", ".join(format_key_path(p) for p, _ in secrets)
                 raise CliError(

@@ -70,13 +70,25 @@ _SECRET_PAIRS = frozenset(
 )
 
 
+_DESCRIPTOR_WORDS = frozenset(
+    {"type", "mode", "method", "scheme", "kind", "algorithm", "url", "name", "enabled"}
+)
+"""A last word that says the field describes a credential rather than holding one (``auth-type``,
+``token_url``, ``secret_name``): such names are not guessed secret. A runner's config schema still decides
+for its own fields (``secret: true``)."""
+
+
 def is_secret_name(name: str) -> bool:
-    """Whether a parameter name looks like it holds a credential.
+    """Whether a parameter name looks like it holds a credential (a guess, used only where no runner schema
+    says; the schema's ``secret`` markers take precedence).
 
     Matching is by whole words (``api_key``, ``apiKey``, ``my_token_value``, ``user_password_hash``), so
-    ``keyword``, ``monkey`` or ``tokenizer_name`` are not caught by accident.
+    ``keyword``, ``monkey`` or ``tokenizer_name`` are not caught by accident; names ending in a descriptor
+    word (``auth-type``, ``token_url``) are not secrets.
     """
     words = [w.lower() for w in _WORD.findall(name)]
+    if words and words[-1] in _DESCRIPTOR_WORDS:
+        return False
     if any(w in _SECRET_WORDS for w in words):
         return True
     return any(pair in _SECRET_PAIRS for pair in itertools.pairwise(words))

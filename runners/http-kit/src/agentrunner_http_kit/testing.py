@@ -357,7 +357,7 @@ class HostHarness:
         async with HostService.open(settings) as service:
             app = create_app(service, api_token=None)
             async with httpx.AsyncClient(
-                transport=httpx.ASGITransport(app=app), base_url="http://testserver", timeout=60
+                transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1:8420", timeout=60
             ) as client:
                 harness = cls(service, client)
                 await harness.put_agent(runner_id, runner_config)

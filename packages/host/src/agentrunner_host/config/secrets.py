@@ -61,14 +61,20 @@ def _looks_like_token(value: str) -> bool:
 
 
 def find_literal_secrets(
-    data: Any, path: tuple[str | int, ...] = ()
+    data: Any,
+    path: tuple[str | int, ...] = (),
+    *,
+    schema: Sequence[DynamicFormItemSchema] | None = None,
 ) -> list[tuple[tuple[str | int, ...], str]]:
     """Every (key path, reason) where *data* holds a literal secret.
 
-    A key named like a credential (``api_key``, ``token``, ``password``...) may only hold an environment
-    reference, an ``*_env`` variable name, or an empty value; any string that starts like a well-known token
-    or a URL with a password is refused wherever it appears.
+    With a runner's config *schema* (for a runner config), a top-level field the schema declares is secret
+    exactly when it is marked ``secret``; other keys are judged by name: a key named like a credential
+    (``api_key``, ``token``, ``password``...) may only hold an environment reference, an ``*_env`` variable
+    name, or an empty value. Any string that starts like a well-known token or a URL with a password is
+    refused wherever it appears.
     """
+    declared = {item.name: item.secret for item in schema or ()}
     found: list[tuple[tuple[str | int, ...], str]] = []
     if isinstance(data, Mapping):
         for key, value in cast("Mapping[object, object]", data).items():
@@ -76,14 +82,18 @@ def find_literal_secrets(
             here = (*path, name)
             if is_env_ref(value):
                 continue
-            secret_key = is_secret_name(name) and not name.lower().endswith("_env")
+            if name in declared:
+                secret_key = declared[name]
+            else:
+                secret_key = is_secret_name(name) and not name.lower().endswith("_env")
             if (
                 secret_key
                 and isinstance(value, (str, int, float))
                 and not isinstance(value, bool)
                 and value != ""
             ):
-                found.append((here, f"{name!r} looks like a secret; put it in an environment variable"))
+                why = "is marked secret by the runner" if declared.get(name) else "looks like a secret"
+                found.append((here, f"{name!r} {why}; put it in an environment variable"))
                 continue
             found.extend(find_literal_secrets(value, here))
     elif isinstance(data, list):
@@ -123,25 +133,27 @@ def redact_config(
 ) -> dict[str, Any]:
     """A copy of a runner config with secret fields shown as ``"***"``.
 
-    A field is secret when the runner's form marks it ``secret`` or when its name looks like a credential, at
-    any depth. Environment references are kept as they are: they name a variable, not its value.
+    A top-level field the runner's form declares is secret exactly when it is marked ``secret``; any other key
+    is secret when its name looks like a credential, at any depth. Environment references are kept as they
+    are: they name a variable, not its value.
     """
-    marked = {item.name for item in schema or () if item.secret}
-    return _redact(config, marked)
+    declared = {item.name: item.secret for item in schema or ()}
+    return _redact(config, declared)
 
 
-def _redact(value: Mapping[str, Any], marked: set[str]) -> dict[str, Any]:
+def _redact(value: Mapping[str, Any], declared: dict[str, bool]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, item in value.items():
+        secret = declared[key] if key in declared else is_secret_name(key)
         if is_env_ref(item):
             out[key] = dict(item)
-        elif (key in marked or is_secret_name(key)) and item not in (None, ""):
+        elif secret and item not in (None, ""):
             out[key] = REDACTED
         elif isinstance(item, Mapping):
-            out[key] = _redact(item, set())  # pyright: ignore[reportUnknownArgumentType]
+            out[key] = _redact(item, {})  # pyright: ignore[reportUnknownArgumentType]
         elif isinstance(item, list):
             out[key] = [
-                _redact(v, set()) if isinstance(v, Mapping) else v  # pyright: ignore[reportUnknownArgumentType]
+                _redact(v, {}) if isinstance(v, Mapping) else v  # pyright: ignore[reportUnknownArgumentType]
                 for v in item  # pyright: ignore[reportUnknownVariableType]
             ]
         else:

@@ -305,10 +305,13 @@ async def _agent_out(service: HostService, entry: AgentEntry) -> AgentOut:
 
 
 async def _check_agent_secrets(service: HostService, agent: AgentConfig) -> None:
-    problems = [
-        f"runner_config.{format_key_path(p)}: {why}" for p, why in find_literal_secrets(agent.runner_config)
-    ]
+    # The runner's schema decides for its own fields (secret: true); names are only guessed for the rest.
     descriptor = await service.runner_schema(agent.runner_id)
+    schema = descriptor.manifest.config_schema if descriptor is not None else None
+    problems = [
+        f"runner_config.{format_key_path(p)}: {why}"
+        for p, why in find_literal_secrets(agent.runner_config, schema=schema)
+    ]
     if descriptor is not None:
         for name in descriptor.manifest.secret_fields():
             value = agent.runner_config.get(name)
