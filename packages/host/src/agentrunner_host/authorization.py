@@ -221,6 +221,7 @@ class SnapshotBuilder:
             artifact_metadata="metadata" in perms.artifacts,
             artifact_read="read" in perms.artifacts,
             state=bool(state_owners),
+            state_scopes=[s for s in dict.fromkeys(binding.state_policy.scopes) if s in state_owners],
             storage=bool(storage_owners),
             prompt_get=False,
         )

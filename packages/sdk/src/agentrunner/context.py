@@ -9,6 +9,7 @@ from pydantic import Field, JsonValue
 from ._base import ProtocolModel
 from .common import ArtifactRef, ContentElement, RawEventRef, StaticContextRef, TextContent
 from .resources import AgentResources
+from .results import StateScope
 from .version import PROTOCOL_VERSION
 
 __all__ = [
@@ -176,7 +177,10 @@ class ContextAPICapabilities(ProtocolModel):
     artifact_read: bool = False
     """``artifacts.read_range`` / ``open_stream``."""
     state: bool = False
-    """``state.*``."""
+    """``state.*`` (for at least one scope)."""
+    state_scopes: list[StateScope] | None = None
+    """The state scopes granted to this run (an extension of v1: ``None`` from a host that does not say; then
+    ``state`` is all a runner knows, and a call for an ungranted scope fails ``unauthorized``)."""
     storage: bool = False
     """``storage.*``."""
     prompt_get: bool = False
