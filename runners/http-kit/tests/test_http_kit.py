@@ -9,7 +9,7 @@ from collections.abc import AsyncGenerator
 
 import httpx
 import pytest
-from agentrunner import AgentRunResult, ArtifactRef, ResultEmitter, RunFailedResult
+from agentrunner import AdapterContext, AgentRunResult, ArtifactRef, ResultEmitter, RunFailedResult
 from agentrunner_http_kit import (
     ConfigReader,
     CumulativeText,
@@ -20,11 +20,14 @@ from agentrunner_http_kit import (
     ReplyText,
     RunDeadline,
     SecretRedactor,
+    ThinkFilter,
+    adapter_params,
     effective_timeout,
     guarded,
     media_inputs,
     status_error,
     transport_error,
+    user_tag,
 )
 from agentrunner_http_kit.testing import FakePlatform, FakeResponse, run_context, sse_frame
 
@@ -128,6 +131,16 @@ def test_external_ids_record_only_changes() -> None:
         ("conversation", "external.session_id", "s1"),
         ("conversation", "external.conversation_id", None),
     ]
+
+
+def test_media_inputs_refuse_artifacts_the_run_cannot_read() -> None:
+    ctx = run_context(contents=[{"type": "image", "artifact": {"artifact_id": "art-1"}}])
+    context = ctx.context.model_copy(
+        update={"available_apis": ctx.context.available_apis.model_copy(update={"artifact_read": False})}
+    )
+    with pytest.raises(PlatformError, match="cannot be read") as caught:
+        media_inputs(ctx.model_copy(update={"context": context}))
+    assert caught.value.kind == "input_error"
 
 
 def test_media_inputs_dedupe_artifacts_and_keep_urls() -> None:
@@ -235,3 +248,19 @@ async def test_cancelling_a_run_closes_the_stream_and_the_server_sees_it() -> No
         with pytest.raises(asyncio.CancelledError):
             await task
         await asyncio.wait_for(fake.disconnected.wait(), 30)
+
+
+def test_think_blocks_are_removed_even_when_tags_are_split() -> None:
+    text = "a<think>x</think>b <thin"
+    for size in (1, 2, 3, len(text)):
+        think = ThinkFilter()
+        out = "".join(think.feed(text[i : i + size]) for i in range(0, len(text), size)) + think.flush()
+        assert out == "ab <thin"
+
+
+def test_user_tag_and_adapter_params() -> None:
+    assert user_tag(run_context(actor_id="42")) == "user_42"
+    assert user_tag(run_context(actor_id=None, run_id="r9")) == "user_r9"
+    ctx = run_context().model_copy(update={"adapter": AdapterContext(extra={"params": {"a": 1}})})
+    assert adapter_params(ctx) == {"a": 1}
+    assert adapter_params(run_context()) == {}

@@ -17,8 +17,10 @@ Test helpers (a loopback fake platform and a host harness) are in :mod:`agentrun
 """
 
 from .config import ConfigReader
-from .deltas import CumulativeText, ReplyText
+from .context import adapter_params, user_tag
+from .deltas import CumulativeText, ReplyText, ThinkFilter
 from .errors import BODY_PREVIEW_CHARS, ErrorKind, PlatformError, status_error, transport_error
+from .forms import form_field
 from .guard import guarded
 from .jsonstream import JsonObjectStream
 from .media import MAX_MEDIA_BYTES, MediaFile, MediaInput, MediaKind, media_inputs, read_media
@@ -36,8 +38,11 @@ __all__ = (
     "RunDeadline",
     "effective_timeout",
     "MAX_BODY_BYTES",
-    # config
+    # config and context
     "ConfigReader",
+    "form_field",
+    "user_tag",
+    "adapter_params",
     # failures and secrets
     "ErrorKind",
     "PlatformError",
@@ -50,6 +55,7 @@ __all__ = (
     # text
     "ReplyText",
     "CumulativeText",
+    "ThinkFilter",
     "JsonObjectStream",
     # state
     "ExternalIds",

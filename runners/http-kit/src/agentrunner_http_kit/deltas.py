@@ -60,3 +60,54 @@ class ReplyText:
 
     def __bool__(self) -> bool:
         return any(self._parts)
+
+
+class ThinkFilter:
+    """Removes ``<think>…</think>`` blocks from streamed text, even when a tag is split across pieces.
+
+    >>> f = ThinkFilter()
+    >>> f.feed("a<thi") + f.feed("nk>hidden</th") + f.feed("ink>b") + f.flush()
+    'ab'
+    """
+
+    __slots__ = ("_inside", "_pending")
+
+    _OPEN = "<think>"
+    _CLOSE = "</think>"
+
+    def __init__(self) -> None:
+        self._inside = False
+        self._pending = ""
+
+    def feed(self, piece: str) -> str:
+        """The visible part of *piece* (a possible tag start at its end is held back)."""
+        text = self._pending + piece
+        self._pending = ""
+        out: list[str] = []
+        while text:
+            tag = self._CLOSE if self._inside else self._OPEN
+            index = text.find(tag)
+            if index >= 0:
+                if not self._inside:
+                    out.append(text[:index])
+                text = text[index + len(tag) :]
+                self._inside = not self._inside
+                continue
+            keep = _partial_suffix(text, tag)
+            if not self._inside:
+                out.append(text[: len(text) - keep])
+            self._pending = text[len(text) - keep :] if keep else ""
+            break
+        return "".join(out)
+
+    def flush(self) -> str:
+        """What was held back when the stream ends (an unfinished tag start is plain text)."""
+        rest, self._pending = self._pending, ""
+        return "" if self._inside else rest
+
+
+def _partial_suffix(text: str, tag: str) -> int:
+    for size in range(min(len(tag) - 1, len(text)), 0, -1):
+        if text.endswith(tag[:size]):
+            return size
+    return 0

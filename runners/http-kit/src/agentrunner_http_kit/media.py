@@ -71,7 +71,24 @@ def _kind(mime: str | None, artifact_type: str | None = None) -> MediaKind:
 
 def media_inputs(ctx: AgentRunContext) -> list[MediaInput]:
     """Every image, audio and file of the input, in order: content parts first, then attachments not
-    already referenced by a part (one artifact is never sent twice)."""
+    already referenced by a part (one artifact is never sent twice).
+
+    Fails ``input_error`` (before any request) when an artifact's bytes cannot be read in this run — the host
+    switched ``artifact_read`` off or the reference lacks the ``read`` permission: an input is never dropped
+    silently."""
+    found = _collect(ctx)
+    readable = ctx.context.available_apis.artifact_read
+    for item in found:
+        if item.artifact is not None and (not readable or "read" not in item.artifact.permissions):
+            raise PlatformError(
+                "input_error",
+                f"attachment {item.artifact.artifact_id} cannot be read in this run (artifact reads are not available)",
+                details={"artifact_id": item.artifact.artifact_id},
+            )
+    return found
+
+
+def _collect(ctx: AgentRunContext) -> list[MediaInput]:
     found: list[MediaInput] = []
     seen: set[str] = set()
     for part in ctx.input.contents:

@@ -16,10 +16,11 @@ import contextlib
 import inspect
 import json
 import socket
-from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
+import threading
+from collections.abc import AsyncGenerator, Awaitable, Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 from urllib.parse import parse_qsl
 
 import httpx
@@ -30,14 +31,16 @@ from agentrunner_host.http import create_app
 from agentrunner_host.service import HostService
 from agentrunner_host.stores.artifacts import ArtifactOwner
 from httpx_sse import aconnect_sse
-from starlette.datastructures import FormData
 from starlette.requests import Request
 
 __all__ = [
     "FakePlatform",
     "FakeResponse",
     "Handler",
+    "fake_platform_in_thread",
     "HostHarness",
+    "RecordedFile",
+    "RecordedForm",
     "RecordedRequest",
     "RunReply",
     "run_context",
@@ -77,8 +80,8 @@ class RecordedRequest:
         """The body as JSON."""
         return json.loads(self.body)
 
-    async def form(self) -> FormData:
-        """The body as a form (multipart or urlencoded), parsed by Starlette."""
+    async def form(self) -> RecordedForm:
+        """The body as a form (multipart or urlencoded), parsed by Starlette; files read into memory."""
         sent = False
 
         async def receive() -> dict[str, Any]:
@@ -95,7 +98,38 @@ class RecordedRequest:
             "headers": [(k.encode(), v.encode()) for k, v in self.headers.items()],
             "query_string": b"",
         }
-        return await Request(scope, receive).form()
+        fields: dict[str, str] = {}
+        files: dict[str, RecordedFile] = {}
+        async with Request(scope, receive).form() as form:
+            for name, value in form.multi_items():
+                if isinstance(value, str):
+                    fields[name] = value
+                else:
+                    data = await value.read()
+                    files[name] = RecordedFile(value.filename or "", value.content_type or "", data)
+        return RecordedForm(fields, files)
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedFile:
+    """A file of a multipart request."""
+
+    filename: str
+    """Its file name."""
+    content_type: str
+    """Its ``Content-Type``."""
+    data: bytes
+    """Its bytes."""
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedForm:
+    """A parsed form: text fields and files."""
+
+    fields: dict[str, str]
+    """Text fields."""
+    files: dict[str, RecordedFile]
+    """Files by field name."""
 
 
 @dataclass(slots=True)
@@ -262,6 +296,32 @@ class FakePlatform:
             self.disconnected.set()
             return True
         return False
+
+
+@contextlib.contextmanager
+def fake_platform_in_thread(setup: Callable[[FakePlatform], object]) -> Generator[FakePlatform]:
+    """A :class:`FakePlatform` served from its own thread and event loop, for code that runs its own loop
+    (``agentrunner_conformance.check_runner``). *setup* registers the routes (on the server's loop)."""
+    ready = threading.Event()
+    box: dict[str, Any] = {}
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        async with FakePlatform() as platform:
+            setup(platform)
+            box["platform"], box["loop"], box["stop"] = platform, asyncio.get_running_loop(), stop
+            ready.set()
+            await stop.wait()
+
+    thread = threading.Thread(target=asyncio.run, args=(main(),), name="fake-platform", daemon=True)
+    thread.start()
+    ready.wait(60)
+    try:
+        yield cast(FakePlatform, box["platform"])
+    finally:
+        loop = cast(asyncio.AbstractEventLoop, box["loop"])
+        loop.call_soon_threadsafe(cast(asyncio.Event, box["stop"]).set)
+        thread.join(60)
 
 
 @dataclass(slots=True)
@@ -485,7 +545,10 @@ def run_context(
             "input": {"text": text, "contents": list(contents)},
             "delivery": {"surface": "api", "supports_streaming": streaming},
             "resources": {},
-            "context": {"conversation_id": "conv-1"},
+            "context": {
+                "conversation_id": "conv-1",
+                "available_apis": {"artifact_metadata": True, "artifact_read": True, "state": True},
+            },
             "state": {"conversation": dict(conversation_state or {})},
             "runtime": {"trace_id": f"trace-{run_id}", "deadline_at": deadline_at},
             "config": dict(config or {}),
