@@ -1,18 +1,18 @@
-"""The DashScope runner's declaration: manifest.yaml equals the class's manifest, the entry point, the id the
-migration writes, the request body, and the conformance kit."""
+"""The Langflow runner's declaration: manifest.yaml equals the class's manifest, the entry point, the id the
+migration writes, the form, and the conformance kit."""
 
 from __future__ import annotations
 
 from importlib.metadata import entry_points
 from pathlib import Path
 
+import agentrunner_runner_langflow
 import yaml
 from agentrunner_conformance import Outcome, Report, check_runner
 from agentrunner_conformance.out_of_process import OutOfProcessTarget
 from agentrunner_host.legacy.migration import LEGACY_RUNNERS
 from agentrunner_host.runtime.manifest import PluginManifest
-from agentrunner_runner_dashscope import MANIFEST, RUNNER_ID, DashScopeConfig, DashScopeRunner
-from agentrunner_runner_dashscope.runner import request_body
+from agentrunner_runner_langflow import MANIFEST, RUNNER_ID, LangflowRunner
 
 PLUGIN_DIR = Path(__file__).resolve().parents[1]
 
@@ -21,13 +21,13 @@ def test_the_manifest_yaml_declares_the_same_runner_as_the_class() -> None:
     plugin = PluginManifest.model_validate(yaml.safe_load((PLUGIN_DIR / "manifest.yaml").read_text()))
     [entry] = plugin.runner_entries()
     declared = plugin.runner_manifest(entry)
-    assert declared.id == RUNNER_ID == LEGACY_RUNNERS["dashscope-app-api"]
+    assert declared.id == RUNNER_ID == LEGACY_RUNNERS["langflow-api"]
     assert declared.model_dump(exclude={"metadata"}) == MANIFEST.model_dump(exclude={"metadata"})
-    assert entry.execution.python.ref == "agentrunner_runner_dashscope:DashScopeRunner"
+    assert entry.execution.python.ref == "agentrunner_runner_langflow:LangflowRunner"
     [point] = [
-        e for e in entry_points(group="agentrunner.runners") if e.name == "langbot/dashscope-agent/default"
+        e for e in entry_points(group="agentrunner.runners") if e.name == "langbot/langflow-agent/default"
     ]
-    assert point.load() is DashScopeRunner
+    assert point.load() is LangflowRunner
 
 
 def test_the_form_marks_the_key_secret_and_labels_every_field_in_two_languages() -> None:
@@ -40,29 +40,14 @@ def test_the_form_marks_the_key_secret_and_labels_every_field_in_two_languages()
     )
     fields = {f.name: f for f in MANIFEST.config_schema}
     assert [n for n, f in fields.items() if f.secret] == ["api-key"]
-    assert {"app-type", "api-key", "app-id", "references_quote", "base-url", "timeout"} == set(fields)
+    assert {"base-url", "api-key", "flow-id", "input-type", "output-type", "tweaks", "timeout"} == set(fields)
+    assert fields["tweaks"].type == "json"
     for item in MANIFEST.config_schema:
         assert item.label.en_US
         assert item.label.zh_Hans
         assert item.description is not None
         assert item.description.en_US
         assert item.description.zh_Hans
-    assert [o.name for o in fields["app-type"].options] == ["agent", "workflow"]
-
-
-def test_the_request_body_follows_the_application_api() -> None:
-    agent = DashScopeConfig.from_mapping({"api-key": "k", "app-id": "a"})
-    workflow = DashScopeConfig.from_mapping({"api-key": "k", "app-id": "a", "app-type": "workflow"})
-    assert request_body(agent, "hi", session_id="s", params={"x": 1}, stream=True) == {
-        "input": {"prompt": "hi", "session_id": "s", "biz_params": {"x": 1}},
-        "parameters": {"incremental_output": True, "has_thoughts": True},
-        "debug": {},
-    }
-    assert request_body(workflow, "hi", session_id=None, params={}, stream=True)["parameters"] == {
-        "incremental_output": True,
-        "flow_stream_mode": "message_format",
-    }
-    assert request_body(workflow, "hi", session_id=None, params={}, stream=False)["parameters"] == {}
 
 
 def _problems(report: Report) -> dict[str, str]:
@@ -74,7 +59,7 @@ def _problems(report: Report) -> dict[str, str]:
 
 
 def test_the_runner_passes_the_conformance_kit() -> None:
-    report = check_runner(DashScopeRunner, profile="quick", seed=20261201)
+    report = check_runner(LangflowRunner, profile="quick", seed=20261201)
     assert _problems(report) == {}
     assert report.ok
     assert report.counts()["PASS"] >= 20
@@ -86,3 +71,13 @@ def test_the_runner_passes_the_conformance_kit_in_its_own_plugin_process() -> No
     report = check_runner(target.runner_class, profile="quick", seed=20261201, close=target.aclose)
     assert _problems(report) == {}
     assert report.ok
+
+
+def test_the_public_names_are_pinned() -> None:
+    assert set(agentrunner_runner_langflow.__all__) == {
+        "MANIFEST",
+        "RUNNER_ID",
+        "SESSION_KEY",
+        "LangflowConfig",
+        "LangflowRunner",
+    }
