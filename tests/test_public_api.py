@@ -274,3 +274,98 @@ _MCP_API = [
 def test_mcp_bridge_public_api_is_pinned() -> None:
     """``agentrunner_mcp`` exports exactly the pinned names."""
     _assert_pinned("agentrunner_mcp", _MCP_API)
+
+
+_HARNESS_KIT_API = [
+    "BASE_ENV_ALLOWLIST",
+    "BridgeHandle",
+    "CONTEXT_FILE",
+    "CONTEXT_MARKDOWN_FILE",
+    "CONTEXT_SCHEMA",
+    "DEFAULT_CONTEXT_DIRECTORY",
+    "DEFAULT_STDERR_TAIL",
+    "DEFAULT_STDOUT_CAP",
+    "DEFAULT_TIMEOUT_SECONDS",
+    "FAILURE_KINDS",
+    "FailureKind",
+    "HARNESS_METADATA_KEY",
+    "HarnessAdapter",
+    "HarnessFailure",
+    "HarnessPlan",
+    "HarnessProcess",
+    "HarnessSettings",
+    "Invocation",
+    "NATIVE_LOG_CAP",
+    "NativeEvent",
+    "NativeParser",
+    "NativeResult",
+    "NativeSession",
+    "NativeText",
+    "NativeToolCompleted",
+    "NativeToolStarted",
+    "NativeUnknown",
+    "OutputTooLargeError",
+    "ProcessLimits",
+    "ProjectedSkill",
+    "SESSION_ID_KEY",
+    "SkillSpec",
+    "WORKING_DIRECTORY_KEY",
+    "WorkspacePolicy",
+    "as_list",
+    "as_object",
+    "build_environment",
+    "config_bool",
+    "config_int",
+    "config_str",
+    "context_directory",
+    "context_document",
+    "ensure_private_dir",
+    "parse_environment_json",
+    "parse_skills",
+    "project_skills",
+    "prompt_text",
+    "redact",
+    "resolve_working_directory",
+    "run_directory",
+    "run_harness",
+    "write_context",
+]
+
+
+def test_harness_kit_public_api_is_pinned() -> None:
+    """``agentrunner_harness`` exports exactly the pinned names."""
+    _assert_pinned("agentrunner_harness", _HARNESS_KIT_API)
+
+
+_CLAUDE_CODE_API = [
+    "ClaudeCodeAdapter",
+    "ClaudeCodeRunner",
+    "ClaudeOutputFormat",
+    "ClaudeParser",
+    "ClaudeSettings",
+    "MANIFEST",
+    "PREFIX",
+    "RUNNER_ID",
+]
+
+
+def test_claude_code_public_api_is_pinned() -> None:
+    """``agentrunner_runner_claude_code`` exports exactly the pinned names."""
+    _assert_pinned("agentrunner_runner_claude_code", _CLAUDE_CODE_API)
+
+
+_CODEX_API = [
+    "API_KEY_ENV",
+    "CodexAdapter",
+    "CodexParser",
+    "CodexRunner",
+    "CodexSettings",
+    "MANIFEST",
+    "PREFIX",
+    "RUNNER_ID",
+]
+
+
+def test_codex_public_api_is_pinned() -> None:
+    """``agentrunner_runner_codex`` exports exactly the pinned names."""
+    _assert_pinned("agentrunner_runner_codex", _CODEX_API)

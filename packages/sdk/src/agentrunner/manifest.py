@@ -51,6 +51,12 @@ class AgentRunnerCapabilities(ProtocolModel):
     """Keeps a native session across runs (keyed by ``runtime.metadata['session_key']``)."""
     self_managed_context: bool = True
     """Assembles its own working context; the host inlines no history."""
+    executes_code: bool = False
+    """Runs code the model writes (an external harness such as Claude Code or Codex). Hosts refuse such a
+    runner unless the operator enabled code-executing runners explicitly."""
+    mcp_bridge: bool = False
+    """Hands the run's authorized tools to an external harness over MCP: the host registers each run on its
+    long-lived bridge server and passes the endpoint in ``runtime.metadata['mcp_bridge']``."""
 
 
 class AgentRunnerPermissions(ProtocolModel):
