@@ -9,7 +9,7 @@ from typing import ClassVar
 
 import yaml
 from agentrunner import AgentRunAPI, AgentRunContext, AgentRunResult
-from agentrunner_conformance import Outcome, check_runner
+from agentrunner_conformance import Outcome, Report, check_runner
 from agentrunner_host.runtime.manifest import PluginManifest
 from agentrunner_http_kit.testing import FakePlatform, fake_platform_in_thread
 from agentrunner_runner_dify import MANIFEST, RUNNER_ID, DifyRunner
@@ -37,11 +37,10 @@ def test_every_field_has_both_labels_and_the_key_is_secret() -> None:
     assert MANIFEST.permissions.artifacts == ["metadata", "read"]
 
 
-def _problems(report: object) -> dict[str, str]:
-    results = getattr(report, "results")  # noqa: B009 - Report is typed in the kit
+def _problems(report: Report) -> dict[str, str]:
     return {
         rid: f"{r.outcome.name}: {r.message}"
-        for rid, r in results.items()
+        for rid, r in report.results.items()
         if r.outcome not in (Outcome.PASS, Outcome.SKIPPED)
     }
 
