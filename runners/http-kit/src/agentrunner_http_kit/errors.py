@@ -45,15 +45,16 @@ class PlatformError(Exception):
 
     def __init__(
         self,
-        kind: ErrorKind,
+        kind: ErrorKind | str,
         message: str,
         *,
         retryable: bool = False,
         details: dict[str, JsonValue] | None = None,
     ) -> None:
         super().__init__(message)
-        self.kind: ErrorKind = kind
-        """The failure kind."""
+        self.kind: ErrorKind | str = kind
+        """The failure kind (one of :data:`ErrorKind`, or a platform-specific one such as Coze's
+        ``requires_action``)."""
         self.message = message
         """Human-readable text (no credentials)."""
         self.retryable = retryable

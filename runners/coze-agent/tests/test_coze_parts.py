@@ -1,0 +1,74 @@
+"""The Coze runner's declaration (manifest.yaml = the class's manifest), and the
+conformance kit (unconfigured, and configured against the loopback fake)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import ClassVar
+
+import yaml
+from agentrunner import AgentRunAPI, AgentRunContext, AgentRunResult
+from agentrunner_conformance import Outcome, Report, check_runner
+from agentrunner_host.runtime.manifest import PluginManifest
+from agentrunner_http_kit.testing import FakePlatform, fake_platform_in_thread
+from agentrunner_runner_coze import MANIFEST, RUNNER_ID, CozeRunner
+from coze_fake import SENTINEL_TOKEN, CozeFake
+
+PLUGIN_DIR = Path(__file__).resolve().parents[1]
+
+
+def test_the_manifest_yaml_declares_the_same_runner_as_the_class() -> None:
+    plugin = PluginManifest.model_validate(yaml.safe_load((PLUGIN_DIR / "manifest.yaml").read_text()))
+    [entry] = plugin.runner_entries()
+    declared = plugin.runner_manifest(entry)
+    assert declared.id == RUNNER_ID == "plugin:langbot/coze-agent/default"
+    assert declared.model_dump(exclude={"metadata"}) == MANIFEST.model_dump(exclude={"metadata"})
+    assert entry.execution.python.ref == "agentrunner_runner_coze:CozeRunner"
+
+
+def test_every_field_has_both_labels_and_credentials_are_secret() -> None:
+    for item in MANIFEST.config_schema:
+        assert item.label.en_US and item.label.zh_Hans, item.name
+        assert item.description is not None and item.description.en_US and item.description.zh_Hans
+    assert MANIFEST.secret_fields() == {"api-key"}
+    assert MANIFEST.capabilities.multimodal_input
+    assert MANIFEST.permissions.artifacts == ["metadata", "read"]
+
+
+def _problems(report: Report) -> dict[str, str]:
+    return {
+        rid: f"{r.outcome.name}: {r.message}"
+        for rid, r in report.results.items()
+        if r.outcome not in (Outcome.PASS, Outcome.SKIPPED)
+    }
+
+
+def test_the_unconfigured_runner_passes_the_conformance_kit() -> None:
+    report = check_runner(CozeRunner, profile="quick", seed=20261201)
+    assert _problems(report) == {}
+    assert report.ok
+
+
+def test_the_runner_configured_against_the_fake_passes_the_conformance_kit() -> None:
+    fakes: list[CozeFake] = []
+
+    def setup(platform: FakePlatform) -> None:
+        fakes.append(CozeFake(platform))
+
+    with fake_platform_in_thread(setup) as platform:
+
+        class ConfiguredCoze(CozeRunner):
+            config: ClassVar = {"api-base": platform.base_url, "api-key": SENTINEL_TOKEN, "bot-id": "bot-1"}
+
+            async def run(self, ctx: AgentRunContext, api: AgentRunAPI) -> AsyncIterator[AgentRunResult]:
+                configured = ctx.model_copy(update={"config": {**ctx.config, **self.config}})
+                async for result in super().run(configured, api):
+                    yield result
+
+        report = check_runner(ConfiguredCoze, profile="quick", seed=20261201)
+        assert _problems(report) == {}
+        assert report.ok
+        assert platform.requests
+    skipped = {rid for rid, r in report.results.items() if r.outcome is Outcome.SKIPPED}
+    assert "capability.streaming.deltas-match-message" not in skipped
