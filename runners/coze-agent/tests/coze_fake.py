@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 
 from agentrunner_http_kit.testing import FakePlatform, FakeResponse, RecordedRequest, sse_frame
@@ -76,11 +75,11 @@ class CozeFake:
                     "id": "m-f",
                     "role": "assistant",
                     "type": "function_call",
-                    "content": json.dumps({"name": "weather", "arguments": {"city": "x"}}),
+                    "content": '{"name": "weather", "arguments": {"city": "x"}}',
                     "content_type": "text",
                 },
             )
-        )  # noqa: TID251
+        )
         frames.append(
             frame(
                 "conversation.message.completed",
