@@ -9,10 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agentrunner import AgentInput, DeliveryContext
+from agentrunner import AgentInput, DeliveryContext, MessageCompletedResult
+from agentrunner_host.host import Host
+from agentrunner_host.legacy import PipelineMessage, migrate_pipeline_config, pipeline_entry
 from agentrunner_host.models import AgentEventEnvelope
 from agentrunner_http_kit.testing import HostHarness
-from agentrunner_runner_dashscope import RUNNER_ID
+from agentrunner_runner_dashscope import RUNNER_ID, DashScopeRunner
 from dashscope_fake import AGENT_APP, WORKFLOW_APP, DashScopeFake, Script
 
 SENTINEL = "sk-sentinel-dashscope-7f3a9c"
@@ -205,3 +207,46 @@ async def test_the_key_never_leaks(
     assert "***" in echoed.failure["message"]
     assert SENTINEL not in await host.transcript()
     assert SENTINEL not in caplog.text
+
+
+async def test_a_legacy_pipeline_migrates_starts_and_answers(fake: DashScopeFake) -> None:
+    """A LangBot pipeline on ``dashscope-app-api`` (with the hyphenated ``references-quote`` of the default
+    pipeline config) → ``migrate_pipeline_config`` → ``pipeline_entry`` → the host runs the runner it names."""
+    legacy = {
+        "ai": {
+            "runner": {"runner": "dashscope-app-api", "expire-time": 0},
+            "dashscope-app-api": {
+                "app-type": "agent",
+                "api-key": SENTINEL,
+                "app-id": AGENT_APP,
+                "references-quote": "From:",
+                "base-url": fake.base_url,
+            },
+        }
+    }
+    migrated = migrate_pipeline_config(legacy)
+    assert migrated.runner_id == RUNNER_ID
+    assert migrated.warnings == []
+    message = PipelineMessage(
+        pipeline_id="pipe-1",
+        launcher_type="person",
+        launcher_id="u-1",
+        sender_id="u-1",
+        text="what does it say?",
+    )
+    entry = pipeline_entry(migrated.config, message)
+    assert entry.binding.runner_id == RUNNER_ID
+    fake.script = Script(
+        pieces=["It says <ref>[a]</ref>."], doc_references=[{"index_id": "a", "doc_name": "Doc"}]
+    )
+    host = Host.create(bindings=[entry.binding], plugins={"langbot/dashscope-agent": [DashScopeRunner()]})
+    try:
+        handle = await host.orchestrator.submit(entry.event)
+        results = [delivered.result async for delivered in handle.results()]
+        outcome = await handle.outcome()
+    finally:
+        await host.aclose()
+    assert outcome.status == "completed", outcome.message
+    [message_done] = [r for r in results if isinstance(r, MessageCompletedResult)]
+    assert message_done.data.message.content == "It says (From: Doc)."
+    assert fake.calls()[0].json()["input"]["prompt"] == "what does it say?"

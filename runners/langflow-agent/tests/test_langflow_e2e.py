@@ -10,10 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agentrunner import AgentInput, DeliveryContext
+from agentrunner import AgentInput, DeliveryContext, MessageCompletedResult
+from agentrunner_host.host import Host
+from agentrunner_host.legacy import PipelineMessage, migrate_pipeline_config, pipeline_entry
 from agentrunner_host.models import AgentEventEnvelope
 from agentrunner_http_kit.testing import HostHarness
-from agentrunner_runner_langflow import RUNNER_ID
+from agentrunner_runner_langflow import RUNNER_ID, LangflowRunner
 from langflow_fake import FLOW_ID, MISSING_FLOW, LangflowFake, Script
 
 SENTINEL = "lf-sentinel-4b8e1d92"
@@ -182,3 +184,40 @@ async def test_the_key_never_leaks(
     assert "***" in echoed.failure["message"]
     assert SENTINEL not in await host.transcript()
     assert SENTINEL not in caplog.text
+
+
+async def test_a_legacy_pipeline_migrates_starts_and_answers(fake: LangflowFake) -> None:
+    """A LangBot pipeline on ``langflow-api`` (tweaks as JSON text, as its form stored them) →
+    ``migrate_pipeline_config`` → ``pipeline_entry`` → the host runs the runner it names."""
+    legacy = {
+        "ai": {
+            "runner": {"runner": "langflow-api"},
+            "langflow-api": {
+                "base-url": fake.base_url,
+                "api-key": SENTINEL,
+                "flow-id": FLOW_ID,
+                "input-type": "chat",
+                "output-type": "chat",
+                "tweaks": "{}",
+            },
+        }
+    }
+    migrated = migrate_pipeline_config(legacy)
+    assert migrated.runner_id == RUNNER_ID
+    assert migrated.warnings == []
+    message = PipelineMessage(
+        pipeline_id="pipe-1", launcher_type="group", launcher_id="g-1", sender_id="u-1", text="status?"
+    )
+    entry = pipeline_entry(migrated.config, message)
+    assert entry.binding.runner_id == RUNNER_ID
+    host = Host.create(bindings=[entry.binding], plugins={"langbot/langflow-agent": [LangflowRunner()]})
+    try:
+        handle = await host.orchestrator.submit(entry.event)
+        results = [delivered.result async for delivered in handle.results()]
+        outcome = await handle.outcome()
+    finally:
+        await host.aclose()
+    assert outcome.status == "completed", outcome.message
+    [message_done] = [r for r in results if isinstance(r, MessageCompletedResult)]
+    assert message_done.data.message.content == "Hello from Langflow"
+    assert "tweaks" not in fake.calls()[0].json()

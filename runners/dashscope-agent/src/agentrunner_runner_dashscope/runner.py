@@ -18,7 +18,15 @@ from urllib.parse import quote
 
 from agentrunner import AgentRunAPI, AgentRunContext, AgentRunner, AgentRunResult, ResultEmitter
 from agentrunner import _json as json
-from agentrunner_http_kit import ExternalIds, HttpSession, HttpStream, PlatformError, SecretRedactor, guarded
+from agentrunner_http_kit import (
+    ExternalIds,
+    HttpSession,
+    HttpStream,
+    PlatformError,
+    SecretRedactor,
+    adapter_params,
+    guarded,
+)
 from pydantic import JsonValue
 
 from .config import DashScopeConfig
@@ -58,12 +66,6 @@ def request_body(
     elif stream:
         parameters["flow_stream_mode"] = "message_format"
     return {"input": app_input, "parameters": parameters, "debug": {}}
-
-
-def _params(ctx: AgentRunContext) -> dict[str, JsonValue]:
-    extra = ctx.adapter.extra if ctx.adapter is not None else {}
-    params = extra.get("params")
-    return dict(params) if isinstance(params, dict) else {}
 
 
 def _error_payload(text: str) -> object:
@@ -113,7 +115,7 @@ class DashScopeRunner(AgentRunner):
             headers["X-DashScope-SSE"] = "enable"
             headers["Accept"] = "text/event-stream"
         body = request_body(
-            config, prompt, session_id=ids.get(SESSION_KEY), params=_params(ctx), stream=streaming
+            config, prompt, session_id=ids.get(SESSION_KEY), params=adapter_params(ctx), stream=streaming
         )
         url = f"{config.base_url}/apps/{quote(config.app_id, safe='')}/completion"
         reply = DashScopeReply(config.app_type, references_quote=config.references_quote)
