@@ -2,9 +2,11 @@
 
 * ``uv run python -m bench --only conformance``: the per-run rows of the shared table (one echo run driven by the
   kit through the simulated host, next to the same run with a stub transport and nobody watching).
-* ``uv run python -m bench.conformance_check [--profile default] [--seed N]``: a whole ``check_runner`` of the echo
-  runner, timed per probe. A check drives thousands of runs and sleeps through cancel and deadline budgets, so it
-  is far too long for the sampling engine; this standalone mode reports its wall time instead (no assertion).
+* ``uv run python -m bench.conformance_check [--profile default] [--runner echo|ignores-cancel] [--seed N]``:
+  whole ``check_runner`` calls of the echo runner and of a runner that ignores every cancel, timed (``--per-probe``
+  adds a row per probe). A check drives thousands of runs and sleeps through cancel and deadline budgets, so it
+  is far too long for the sampling engine; this standalone mode reports wall times and the one goal (a
+  cancel-ignoring runner's default check under 60 s), with no assertion. docs/conformance.md quotes it.
 """
 
 from __future__ import annotations
@@ -102,35 +104,91 @@ def measures(ctx: SuiteContext) -> list[Measure]:
     ]
 
 
+class _IgnoresEveryCancel:
+    """Built on first use (the SDK is imported lazily): the cancel-ignoring runner of issue 22."""
+
+    @staticmethod
+    def build() -> Any:
+        import asyncio
+        import contextlib
+
+        from agentrunner import (
+            AgentRunAPI,
+            AgentRunContext,
+            AgentRunner,
+            AgentRunnerCapabilities,
+            AgentRunnerManifest,
+            AgentRunResult,
+            I18nObject,
+        )
+
+        class IgnoresEveryCancel(AgentRunner):
+            """Declares interrupt, then answers a cancel with 30 s of clean-up that swallows every cancel."""
+
+            manifest = AgentRunnerManifest(
+                id="plugin:bench/broken/ignores-every-cancel",
+                name="ignores-every-cancel",
+                label=I18nObject(en_US="ignores every cancel"),
+                capabilities=AgentRunnerCapabilities(interrupt=True),
+            )
+
+            async def run(self, ctx: AgentRunContext, api: AgentRunAPI) -> AsyncIterator[AgentRunResult]:
+                try:
+                    await asyncio.sleep(0.02)
+                except asyncio.CancelledError:
+                    ends = time.monotonic() + 30
+                    while (left := ends - time.monotonic()) > 0:
+                        with contextlib.suppress(asyncio.CancelledError):
+                            await asyncio.sleep(left)
+                yield self.emitter(ctx).complete("".join(ctx.input.text_parts()) or "done")
+
+        return IgnoresEveryCancel
+
+
+_GOALS: dict[tuple[str, str], float] = {("ignores-cancel", "default"): 60.0}
+"""Whole-check wall-time goals (seconds): issue 22 asks a cancel-ignoring runner's default check under 60 s."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Time a whole check of the echo runner and print one Markdown table."""
+    """Time whole checks (the echo runner, and a runner that ignores every cancel) and print one table."""
     from agentrunner_conformance import PROFILES, check_runner
     from agentrunner_runner_echo import EchoRunner
 
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument(
-        "--profile", action="append", choices=sorted(PROFILES), help="default: quick and default"
+        "--profile", action="append", choices=sorted(PROFILES), help="default: smoke, quick and default"
     )
+    parser.add_argument("--runner", action="append", choices=["echo", "ignores-cancel"], help="default: both")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--per-probe", action="store_true", help="also print one row per probe")
     args = parser.parse_args(argv)
-    print("| profile | probe | seconds |\n|---|---|---|")
-    for profile in args.profile or ["quick", "default"]:
-        marks: list[tuple[str, float]] = []
-        started = time.monotonic()
+    runners: dict[str, Any] = {"echo": EchoRunner, "ignores-cancel": None}
+    print("| runner | profile | what | seconds | goal | verdict |\n|---|---|---|---|---|---|")
+    for name in args.runner or ["echo", "ignores-cancel"]:
+        target = runners[name] or _IgnoresEveryCancel.build()
+        for profile in args.profile or ["smoke", "quick", "default"]:
+            marks: list[tuple[str, float]] = []
+            started = time.monotonic()
 
-        def progress(probe: str, status: str, *, marks: list[tuple[str, float]] = marks) -> None:
-            marks.append((f"{probe} {status}", time.monotonic()))
+            def progress(probe: str, status: str, *, marks: list[tuple[str, float]] = marks) -> None:
+                marks.append((f"{probe} {status}", time.monotonic()))
 
-        report = check_runner(EchoRunner, profile=profile, seed=args.seed, progress=progress)
-        previous = started
-        for label, at in marks:
-            if not label.endswith("started"):
-                print(f"| {profile} | {label} | {at - previous:.1f} |")
-            previous = at
-        counts = report.counts()
-        print(
-            f"| {profile} | **whole check** ({counts['PASS']} pass, {counts['FAIL']} fail) | {report.duration:.1f} |"
-        )
+            report = check_runner(target, profile=profile, seed=args.seed, progress=progress)
+            if args.per_probe:
+                previous = started
+                for label, at in marks:
+                    if not label.endswith("started"):
+                        print(f"| {name} | {profile} | {label} | {at - previous:.1f} | - | - |")
+                    previous = at
+            counts = report.counts()
+            goal = _GOALS.get((name, profile))
+            verdict = "-" if goal is None else ("meets" if report.duration < goal else "misses")
+            failed = ", ".join(sorted(report.failed_ids)) or "none"
+            print(
+                f"| {name} | {profile} | **whole check** ({counts['PASS']} pass, {counts['FAIL']} fail: {failed}; "
+                f"{counts['BLOCKED']} blocked) | {report.duration:.1f} | "
+                f"{'-' if goal is None else f'< {goal:g} s'} | {verdict} |"
+            )
     return 0
 
 

@@ -23,6 +23,7 @@ from agentrunner import (
     DeadlineExceededError,
     I18nObject,
     ImageContent,
+    UnauthorizedError,
 )
 
 __all__ = ["BROKEN"]
@@ -139,6 +140,40 @@ class IgnoresCancel(AgentRunner):
         except asyncio.CancelledError:
             await asyncio.sleep(5)  # a second cancel ends this
         yield self.emitter(ctx).complete(_text(ctx))
+
+
+class IgnoresEveryCancel(AgentRunner):
+    """Declares interrupt, but answers a cancel with a long clean-up that swallows every further cancel."""
+
+    manifest = _manifest("ignores-every-cancel", interrupt=True)
+
+    async def run(self, ctx: AgentRunContext, api: AgentRunAPI) -> AsyncIterator[AgentRunResult]:
+        try:
+            await asyncio.sleep(0.02)
+        except asyncio.CancelledError:
+            ends = time.monotonic() + 30
+            while (left := ends - time.monotonic()) > 0:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await asyncio.sleep(left)
+        yield self.emitter(ctx).complete(_text(ctx))
+
+
+class EmptySuccessOnUnauthorized(AgentRunner):
+    """Reads state and, when the host refuses, reports success with an empty message."""
+
+    manifest = _manifest("empty-success-on-unauthorized")
+
+    async def run(self, ctx: AgentRunContext, api: AgentRunAPI) -> AsyncIterator[AgentRunResult]:
+        out = self.emitter(ctx)
+        if _state_reachable(ctx):
+            try:
+                await api.state.get("conversation", "topic")
+            except UnauthorizedError:
+                yield out.complete("")
+                return
+            except APIError:
+                pass
+        yield out.complete(_text(ctx))
 
 
 class LeaksStateAcrossRuns(AgentRunner):
@@ -386,6 +421,8 @@ BROKEN: Final[dict[type[AgentRunner], str]] = {
     UnauthorizedBackCall: "backcall.authorized",
     CrashesOnImages: "capability.multimodal-input.no-crash",
     IgnoresCancel: "cancel.stops-within-grace",
+    IgnoresEveryCancel: "cancel.stops-within-grace",
+    EmptySuccessOnUnauthorized: "backcall.errors-reported",
     LeaksStateAcrossRuns: "isolation.no-instance-state",
     LiesAboutStreaming: "capability.streaming.undeclared-deltas",
     OversizeState: "result.state-updated.valid",
@@ -406,3 +443,12 @@ BROKEN: Final[dict[type[AgentRunner], str]] = {
     UndeclaredToolCalls: "capability.tool-calling.undeclared-calls",
 }
 """Each broken runner and the one requirement it breaks."""
+
+OUT_OF_PROCESS: Final[tuple[type[AgentRunner], ...]] = (
+    UnpairedToolCall,
+    LiesAboutStreaming,
+    LeaksStateAcrossRuns,
+    IgnoresEveryCancel,
+    EmptySuccessOnUnauthorized,
+)
+"""The patterns also checked in a child process through the wire (tests/conformance/test_gallery.py)."""

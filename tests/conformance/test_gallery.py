@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
+import yaml
 from agentrunner import AgentRunAPI, AgentRunContext, AgentRunner, AgentRunResult
 from agentrunner_conformance import Outcome, check_runner
 from agentrunner_runner_echo import EchoRunner
 
-from .gallery import BROKEN
+from .gallery import BROKEN, OUT_OF_PROCESS
 from .support import FAST
 
 BROKEN_BY_NAME = {runner.__name__: runner for runner in BROKEN}
@@ -76,3 +79,41 @@ def test_the_same_seed_reproduces_the_same_minimal_example() -> None:
     )
     assert first.results["result.output.present"].example == again.results["result.output.present"].example
     assert "reproduce: --seed 42" in first.summary()
+
+
+def _plugin_dir(tmp_path: Path, runner: type[AgentRunner]) -> Path:
+    """A plugin directory whose manifest declares *runner* from a copy of the gallery module."""
+    manifest = runner.manifest
+    shutil.copy(Path(__file__).with_name("gallery.py"), tmp_path / "main.py")
+    caps = manifest.capabilities.model_dump(mode="json")
+    (tmp_path / "manifest.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "agentrunner/v1",
+                "kind": "AgentRunner",
+                "metadata": {
+                    "author": "gallery",
+                    "name": "broken",
+                    "runner": manifest.name,
+                    "label": {"en_US": manifest.name},
+                },
+                "spec": {"protocol_version": "1", "capabilities": caps},
+                "execution": {"python": {"path": "./main.py", "attr": runner.__name__}},
+            }
+        )
+    )
+    return tmp_path
+
+
+@pytest.mark.parametrize("runner", OUT_OF_PROCESS, ids=lambda r: r.__name__)
+def test_the_five_reported_patterns_are_caught_out_of_process_too(
+    tmp_path: Path, runner: type[AgentRunner]
+) -> None:
+    """Through the wire, in a child process, each pattern fails exactly its requirement: a fresh wire run id per
+    attempt keeps replays apart, and a forwarded cancel lets the kit judge the child's own reaction."""
+    from agentrunner_conformance.out_of_process import OutOfProcessTarget
+
+    target = OutOfProcessTarget(_plugin_dir(tmp_path, runner))
+    report = check_runner(target.runner_class, profile=FAST, seed=1234, close=target.aclose)
+    assert report.failed_ids == {BROKEN[runner]}, report.summary()
+    assert not report.by_outcome(Outcome.BLOCKED), report.summary()

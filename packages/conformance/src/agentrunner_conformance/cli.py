@@ -10,6 +10,7 @@ The CLI adds only argument parsing, a progress display, report files and exit co
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import random
 import sys
 from collections.abc import Awaitable, Callable, Sequence
@@ -51,6 +52,12 @@ def _parser(prog: str) -> argparse.ArgumentParser:
         "--out-of-process",
         action="store_true",
         help="run a plugin directory's runner in its own process, over the wire protocol (needs agentrunner-host)",
+    )
+    check.add_argument(
+        "--budget",
+        type=float,
+        metavar="SECONDS",
+        help="wall-clock budget of the whole check (default: the profile's); unfinished probes are BLOCKED",
     )
     check.add_argument("--quiet", action="store_true", help="no progress display")
     commands.add_parser("requirements", help="list every requirement")
@@ -94,7 +101,10 @@ def _check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         if not args.quiet:
             print(f"  {probe:15} {status}", file=err, flush=True)
 
-    report = check_runner(runner, profile=args.profile, seed=seed, only=only, progress=progress, close=close)
+    profile = PROFILES[args.profile]
+    if args.budget is not None:
+        profile = dataclasses.replace(profile, check_budget=args.budget)
+    report = check_runner(runner, profile=profile, seed=seed, only=only, progress=progress, close=close)
     print(report.summary(), file=err if args.json == "-" else out)
     if args.json == "-":
         print(report.to_json(), file=out)

@@ -13,18 +13,32 @@ import random
 import time
 import zlib
 from collections.abc import Awaitable, Callable, Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
 
-from agentrunner import AgentRunContext, AgentRunner, AgentRunnerManifest, _json
-from anyio.from_thread import BlockingPortal, start_blocking_portal
-from hypothesis import HealthCheck, Phase, Verbosity, given, seed, settings
+from agentrunner import (
+    ActorContext,
+    AgentEventContext,
+    AgentInput,
+    AgentResources,
+    AgentRunContext,
+    AgentRunner,
+    AgentRunnerManifest,
+    AgentRuntimeContext,
+    AgentTrigger,
+    ContextAccess,
+    ContextAPICapabilities,
+    ConversationContext,
+    DeliveryContext,
+    _json,
+)
+from hypothesis import HealthCheck, Phase, Verbosity, example, given, seed, settings
 from hypothesis import strategies as st
 from hypothesis.errors import Flaky
 from hypothesis.stateful import run_state_machine_as_test
 
 from .execution import CancelPlan, drive_run
-from .host import CallBehaviour, FaultPlan, SimulatedHost
+from .host import FAULT_CODES, CallBehaviour, FaultPlan, SimulatedHost
 from .invariants import (
     Violation,
     check_equivalent_outputs,
@@ -32,7 +46,8 @@ from .invariants import (
     check_manifest,
     evaluate_run,
 )
-from .machine import MachineFinding, ViolationFound, runner_machine
+from .loop import ExampleTimeoutError, LoopThread
+from .machine import MachineFinding, OutOfTime, ViolationFound, runner_machine
 from .profiles import PROFILES, Profile
 from .report import Outcome, Report, RequirementResult
 from .requirements import REQUIREMENTS, Gate
@@ -53,6 +68,7 @@ _LIFECYCLE = frozenset(
         "result.state-updated.valid",
         "result.action.idempotency-key",
         "backcall.errors-handled",
+        "backcall.errors-reported",
         "backcall.authorized",
         "backcall.params-valid",
         "backcall.only-while-live",
@@ -77,6 +93,26 @@ class _Env:
     factory: Callable[[], AgentRunner]
     manifest: AgentRunnerManifest
     profile: Profile
+    failed: set[str] = field(default_factory=lambda: set[str]())
+    """Requirements already failed in this check."""
+    check_deadline: float = float("inf")
+    """``time.monotonic()`` past which the check's budget is spent."""
+
+    @property
+    def cancel_grace(self) -> float:
+        """The cancel grace period; once the runner is known to ignore cancels, later cancels wait only a
+        moment, so a runner that never stops costs milliseconds per example instead of the grace period."""
+        grace = self.profile.cancel_grace
+        return min(grace, _KNOWN_LATE_GRACE) if "cancel.stops-within-grace" in self.failed else grace
+
+    @property
+    def deadline_grace(self) -> float:
+        """The deadline grace period, shortened the same way once ``deadline.run-ends`` failed."""
+        grace = self.profile.deadline_grace
+        return min(grace, _KNOWN_LATE_GRACE) if "deadline.run-ends" in self.failed else grace
+
+
+_KNOWN_LATE_GRACE = 0.02
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -103,6 +139,10 @@ class Probe:
     """Runs one example in the event loop."""
     describe: Callable[[Any], str] = repr
     """The example, for the report."""
+    examples: Callable[[_Env], list[Any]] | None = None
+    """Examples every search of this probe tries first, whatever the profile (Hypothesis's explicit phase)."""
+    hang_requirement: str = "result.terminal.exactly-one"
+    """What an example that outlives the profile's ``example_budget`` breaks (the run never ended)."""
 
 
 def _ctx_text(ctx: AgentRunContext) -> str:
@@ -122,7 +162,7 @@ def _single(crash_requirement: str) -> Callable[[_Env, Any], Awaitable[_Trial]]:
             ctx,
             SimulatedHost(),
             plan=plan,
-            deadline_grace=env.profile.deadline_grace,
+            deadline_grace=env.deadline_grace,
             linger=0.002,
             crash_requirement=crash_requirement,
         )
@@ -138,7 +178,7 @@ async def _cancel_trial(env: _Env, example: tuple[AgentRunContext, FaultPlan, in
         ctx,
         SimulatedHost(),
         plan=plan,
-        cancel=CancelPlan(after_results=after, after_seconds=seconds, grace=env.profile.cancel_grace),
+        cancel=CancelPlan(after_results=after, after_seconds=seconds, grace=env.cancel_grace),
         linger=0.002,
     )
     return _Trial(violations=evaluate_run(record, env.manifest), observed=record.describe())
@@ -152,7 +192,7 @@ async def _deadline_trial(env: _Env, example: tuple[AgentRunContext, FaultPlan, 
         ctx.model_copy(update={"runtime": runtime}),
         SimulatedHost(),
         plan=plan,
-        deadline_grace=env.profile.deadline_grace,
+        deadline_grace=env.deadline_grace,
         linger=0.002,
     )
     return _Trial(violations=evaluate_run(record, env.manifest), observed=record.describe())
@@ -183,6 +223,33 @@ async def _isolation_trial(env: _Env, example: tuple[AgentRunContext, AgentRunCo
     return _Trial(violations=violations, observed=observed)
 
 
+def _open_context() -> AgentRunContext:
+    """A message run with every context API enabled: each back-call a runner could make is allowed."""
+    return AgentRunContext(
+        run_id="run-open",
+        trigger=AgentTrigger(type="message.received", source="platform"),
+        event=AgentEventContext(event_id="evt-open", event_type="message.received", source="telegram"),
+        conversation=ConversationContext(conversation_id="conv-open"),
+        actor=ActorContext(actor_type="user", actor_id="user-open"),
+        input=AgentInput(text="hello"),
+        delivery=DeliveryContext(surface="http.stream", supports_streaming=False),
+        resources=AgentResources(),
+        context=ContextAccess(
+            conversation_id="conv-open",
+            available_apis=ContextAPICapabilities(
+                **{name: True for name in ContextAPICapabilities.model_fields}
+            ),
+        ),
+        runtime=AgentRuntimeContext(trace_id="trace-open"),
+    )
+
+
+def _every_fault(env: _Env) -> list[Any]:
+    """Each §9 code answering every back-call of an all-access run: every error branch runs, in every profile."""
+    ctx = _open_context()
+    return [(ctx, FaultPlan(default=CallBehaviour(error=code))) for code in FAULT_CODES]
+
+
 def _text_contexts(env: _Env, **kwargs: Any) -> st.SearchStrategy[AgentRunContext]:
     return run_contexts(event_types=EVENT_TYPES, **kwargs)
 
@@ -201,6 +268,7 @@ PROBES: tuple[Probe, ...] = (
         summary="every back-call fails with a §9 error",
         judges=_LIFECYCLE | {"run.no-unhandled-exception"},
         strategy=lambda env: st.tuples(_text_contexts(env), fault_plans(error_weight=1.0)),
+        examples=_every_fault,
         trial=_single("run.no-unhandled-exception"),
         describe=_describe_plan,
     ),
@@ -257,6 +325,7 @@ PROBES: tuple[Probe, ...] = (
             st.sampled_from([0.0, 0.005, 0.02]),
         ),
         trial=_cancel_trial,
+        hang_requirement="cancel.stops-within-grace",
         describe=lambda ex: (
             f"{_describe_plan((ex[0], ex[1]))}\ncancel after {ex[2]} result(s), {ex[3]:g}s or at the first wait"
         ),
@@ -276,6 +345,7 @@ PROBES: tuple[Probe, ...] = (
             st.sampled_from([0.0, 0.01, 0.03]),
         ),
         trial=_deadline_trial,
+        hang_requirement="deadline.run-ends",
         describe=lambda ex: f"{_describe_plan((ex[0], ex[1]))}\ndeadline_at: {ex[2]:g}s after the start",
     ),
     Probe(
@@ -308,10 +378,40 @@ class _Finding:
     violation: Violation
     example: str
     flaky: bool = False
+    note: str = ""
 
 
 class _Found(Exception):
     pass
+
+
+class _OutOfBudget(Exception):
+    """The check's wall-clock budget ran out before the probe found anything."""
+
+
+@dataclass(slots=True, kw_only=True)
+class _Clock:
+    """Wall-clock bounds of one search: the check's budget, and the shrink budget once something failed."""
+
+    check_deadline: float
+    shrink_budget: float
+    first_found: float | None = None
+
+    def found(self) -> None:
+        if self.first_found is None:
+            self.first_found = time.monotonic()
+
+    def shrinking_over(self) -> bool:
+        now = time.monotonic()
+        if self.first_found is not None and now - self.first_found > self.shrink_budget:
+            return True
+        return self.first_found is not None and now > self.check_deadline
+
+    def check_over(self) -> bool:
+        return time.monotonic() > self.check_deadline
+
+
+_SHRINK_CUT = " (shrinking stopped at its time budget: the smallest example found so far)"
 
 
 def _settings(profile: Profile, *, stateful: bool) -> settings:
@@ -330,9 +430,11 @@ def _settings(profile: Profile, *, stateful: bool) -> settings:
 
 
 def _search(
-    probe: Probe, env: _Env, portal: BlockingPortal, probe_seed: int, ignored: Collection[str]
+    probe: Probe, env: _Env, loop: LoopThread, probe_seed: int, ignored: Collection[str]
 ) -> _Finding | None:
+    """One Hypothesis search of *probe*; raises :class:`_OutOfBudget` when the check's time ran out first."""
     caps = env.manifest.capabilities
+    clock = _Clock(check_deadline=env.check_deadline, shrink_budget=env.profile.shrink_budget)
 
     def applies(violation: Violation) -> bool:
         gate = REQUIREMENTS[violation.requirement_id].gate
@@ -341,14 +443,29 @@ def _search(
     if probe.strategy is None or probe.trial is None:
         findings: list[MachineFinding] = []
         machine = runner_machine(
-            env.factory, env.manifest, portal=portal, profile=env.profile, ignored=ignored, findings=findings
+            env.factory,
+            env.manifest,
+            portal=loop,
+            profile=env.profile,
+            ignored=ignored,
+            findings=findings,
+            cancel_grace=lambda: env.cancel_grace,
+            deadline_grace=lambda: env.deadline_grace,
+            out_of_time=lambda: clock.shrinking_over() or clock.check_over(),
+            on_found=clock.found,
         )
         seed(probe_seed)(machine)
         try:
             run_state_machine_as_test(machine, settings=_settings(env.profile, stateful=True))
         except ViolationFound:
             last = findings[-1]
-            return _Finding(violation=last.violation, example="\n".join(last.steps))
+            note = _SHRINK_CUT if clock.shrinking_over() else ""
+            return _Finding(violation=last.violation, example="\n".join(last.steps), note=note)
+        except OutOfTime:
+            if findings:
+                last = findings[-1]
+                return _Finding(violation=last.violation, example="\n".join(last.steps), note=_SHRINK_CUT)
+            raise _OutOfBudget from None
         except Flaky:
             if not findings:
                 raise
@@ -360,18 +477,45 @@ def _search(
     trial, describe = probe.trial, probe.describe
 
     def test(example: Any) -> None:
-        result: _Trial = portal.call(trial, env, example)
+        if found and clock.shrinking_over():
+            raise _Found("budget")  # every replay "fails" at once: Hypothesis stops shrinking quickly
+        if clock.check_over():
+            raise _OutOfBudget
+        try:
+            result: _Trial = loop.call(trial, env, example, timeout=env.profile.example_budget)
+        except ExampleTimeoutError:
+            result = _Trial(
+                violations=[
+                    Violation(
+                        requirement_id=probe.hang_requirement,
+                        message=f"the run never ended: one example took over {env.profile.example_budget:g}s",
+                    )
+                ],
+                observed="the example did not finish",
+            )
         for violation in result.violations:
             if applies(violation):
                 text = f"{describe(example)}\nobserved: {result.observed}"
                 found.append(_Finding(violation=violation, example=text))
+                clock.found()
                 raise _Found(violation.requirement_id)
 
-    search = seed(probe_seed)(_settings(env.profile, stateful=False)(given(probe.strategy(env))(test)))
+    wrapped = given(probe.strategy(env))(test)
+    for explicit in reversed(probe.examples(env) if probe.examples is not None else []):
+        wrapped = example(explicit)(wrapped)
+    search = seed(probe_seed)(_settings(env.profile, stateful=False)(wrapped))
     try:
         search()
     except _Found:
-        return found[-1]
+        last = found[-1]
+        if clock.shrinking_over():
+            last.note = _SHRINK_CUT
+        return last
+    except _OutOfBudget:
+        if found:
+            found[-1].note = _SHRINK_CUT
+            return found[-1]
+        raise
     except Flaky:
         if not found:
             raise
@@ -415,7 +559,9 @@ def check_runner(
     wanted = frozenset(REQUIREMENTS if only is None else only)
     factory, manifest = runner_factory(target)
     caps = manifest.capabilities
-    env = _Env(factory=factory, manifest=manifest, profile=chosen)
+    env = _Env(
+        factory=factory, manifest=manifest, profile=chosen, check_deadline=started + chosen.check_budget
+    )
 
     failures: dict[str, RequirementResult] = {}
     blocked: dict[str, str] = {}
@@ -436,10 +582,11 @@ def check_runner(
     except Exception as exc:  # the runner cannot even be built: nothing run-based can be checked
         construction_error = f"could not construct the runner: {type(exc).__name__}: {exc}"
 
-    with start_blocking_portal(backend="asyncio") as portal:
+    loop = LoopThread()
+    try:
         for probe in PROBES:
-            if not probe.judges & wanted:
-                continue
+            if not (probe.judges & wanted) - failures.keys():
+                continue  # nothing left for it to judge
             if probe.gate is not None and not probe.gate.applies(caps):
                 verb = "does not declare" if probe.gate.declared else "declares"
                 notify(probe.name, f"skipped (runner {verb} {probe.gate.capability})")
@@ -448,12 +595,25 @@ def check_runner(
                 for requirement_id in probe.judges:
                     blocked.setdefault(requirement_id, construction_error)
                 continue
+            if time.monotonic() > env.check_deadline:
+                for requirement_id in probe.judges:
+                    blocked.setdefault(requirement_id, f"the check's {chosen.check_budget:g}s budget ran out")
+                notify(probe.name, "blocked (out of time)")
+                continue
             notify(probe.name, "started")
             probe_seed = check_seed ^ zlib.crc32(probe.name.encode())
             ignored = set(failures) | (REQUIREMENTS.keys() - wanted)
             while True:
                 try:
-                    finding = _search(probe, env, portal, probe_seed, ignored)
+                    finding = _search(probe, env, loop, probe_seed, ignored)
+                except _OutOfBudget:
+                    for requirement_id in probe.judges:
+                        blocked.setdefault(
+                            requirement_id,
+                            f"the check's {chosen.check_budget:g}s budget ran out during probe {probe.name}",
+                        )
+                    notify(probe.name, "blocked (out of time)")
+                    break
                 except Exception as exc:  # a broken environment or kit must block, never pass
                     for requirement_id in probe.judges:
                         blocked.setdefault(requirement_id, f"probe {probe.name} could not run: {exc!r}")
@@ -464,7 +624,7 @@ def check_runner(
                     notify(probe.name, "passed")
                     break
                 requirement_id = finding.violation.requirement_id
-                note = " (flaky: did not always reproduce)" if finding.flaky else ""
+                note = (" (flaky: did not always reproduce)" if finding.flaky else "") + finding.note
                 failures[requirement_id] = RequirementResult(
                     requirement=REQUIREMENTS[requirement_id],
                     outcome=Outcome.FAIL,
@@ -474,9 +634,12 @@ def check_runner(
                     seed=check_seed,
                 )
                 ignored.add(requirement_id)
+                env.failed.add(requirement_id)
                 notify(probe.name, f"failed {requirement_id}")
         if close is not None:
-            portal.call(close)
+            loop.call(close, timeout=chosen.example_budget)
+    finally:
+        loop.close()
 
     report = Report(runner_id=manifest.id, seed=check_seed, profile=chosen.name)
     for requirement_id, req in REQUIREMENTS.items():

@@ -31,6 +31,9 @@ Ending = Literal["returned", "raised", "cancelled", "abandoned"]
 """How run() ended: it returned, raised, let a cancel propagate, or never stopped and was abandoned."""
 
 _HUNG_AFTER = 10.0
+"""Seconds a run without a deadline may take before the host gives up on it."""
+_STOP_TRIES = 5
+_STOP_WAIT = 0.02
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -182,7 +185,9 @@ class RunHandle:
         await asyncio.wait({self._task}, timeout=grace)
         self.record.stopped_in_grace = self._task.done()
         if not self._task.done():
-            await _stop(self._task)
+            # Already judged late; cancelling again a few times is all a host owes it (a runner swallowing
+            # every cancel is abandoned, not waited for).
+            await _stop(self._task, within=min(grace, _STOP_TRIES * _STOP_WAIT))
 
     async def cancel_when_due(self, plan: CancelPlan) -> None:
         """Cancel once *plan* says so: after its result count, or while the run waits on a back-call."""
@@ -195,20 +200,28 @@ class RunHandle:
             await asyncio.sleep(0.001)
         await self.cancel(grace=plan.grace)
 
-    async def finish(self, *, deadline_grace: float = 0.5, linger: float = 0.0) -> RunRecord:
-        """Wait for the run to end (enforcing its deadline) and return the complete record."""
+    async def finish(
+        self, *, deadline_grace: float = 0.5, linger: float = 0.0, hung_after: float = _HUNG_AFTER
+    ) -> RunRecord:
+        """Wait for the run to end (enforcing its deadline) and return the complete record.
+
+        A run without a deadline that is still going after *hung_after* seconds is abandoned; a run that was
+        cancelled and did not stop is abandoned at once (its cancel already waited the grace period).
+        """
         record, task = self.record, self._task
         deadline = record.ctx.runtime.deadline_at
         try:
-            if deadline is not None:
+            if record.cancelled_at is not None:
+                pass
+            elif deadline is not None:
                 budget = max(0.0, deadline - time.time()) + deadline_grace
                 await asyncio.wait({task}, timeout=budget)
                 if not task.done():
                     record.deadline_overrun = deadline_grace
             else:
-                await asyncio.wait({task}, timeout=_HUNG_AFTER)
+                await asyncio.wait({task}, timeout=hung_after)
             if not task.done():
-                await _stop(task)
+                await _stop(task, within=_STOP_TRIES * _STOP_WAIT)
         finally:
             if not task.done():  # our caller was cancelled: never leave the run behind
                 task.cancel()
@@ -265,10 +278,10 @@ async def drive_run(
     return await handle.finish(deadline_grace=deadline_grace, linger=linger)
 
 
-async def _stop(task: asyncio.Task[None]) -> None:
-    """End a run that did not stop by itself: cancel it, again and again, for a bounded time."""
-    for _ in range(20):
+async def _stop(task: asyncio.Task[None], *, within: float) -> None:
+    """End a run that did not stop by itself: cancel it again a few times, for at most *within* seconds."""
+    for _ in range(_STOP_TRIES):
         if task.done():
             return
         task.cancel()
-        await asyncio.wait({task}, timeout=0.05)
+        await asyncio.wait({task}, timeout=within / _STOP_TRIES)

@@ -15,11 +15,13 @@ from agentrunner import (
     MAX_STATE_VALUE_BYTES,
     AgentRunnerManifest,
     APIError,
+    AssistantMessage,
     MessageCompletedResult,
     MessageDeltaResult,
     RunCompletedResult,
     RunFailedResult,
     StateUpdatedResult,
+    TextContent,
     ToolCallCompletedResult,
     ToolCallStartedResult,
     UnknownResult,
@@ -126,6 +128,9 @@ def _sequence(record: RunRecord, manifest: AgentRunnerManifest) -> Iterator[Viol
 
 @_run_invariant("result.terminal.exactly-one")
 def _exactly_one_terminal(record: RunRecord, manifest: AgentRunnerManifest) -> Iterator[Violation]:
+    if record.ending == "abandoned" and record.cancelled_at is None and record.deadline_overrun is None:
+        yield _v("result.terminal.exactly-one", f"run() never ended (abandoned); {record.describe()}")
+        return
     if record.ending != "returned":
         return  # a raised or cancelled run is ended by the host; other requirements judge it
     terminals = _terminal_indexes(record)
@@ -146,18 +151,41 @@ def _terminal_last(record: RunRecord, manifest: AgentRunnerManifest) -> Iterator
             return
 
 
-@_run_invariant("result.output.present")
+def _said_something(message: AssistantMessage | None) -> bool:
+    """A message with text, or with content that is not text (an image, a file, an artifact)."""
+    if message is None:
+        return False
+    if message.text() or message.artifacts:
+        return True
+    return any(not isinstance(c, TextContent) for c in message.contents)
+
+
+@_run_invariant("result.output.present", "backcall.errors-reported")
 def _output_present(record: RunRecord, manifest: AgentRunnerManifest) -> Iterator[Violation]:
     terminals = _terminal_indexes(record)
     if record.ending != "returned" or len(terminals) != 1:
         return
     terminal = record.results[terminals[0]].parsed
-    if not isinstance(terminal, RunCompletedResult) or terminal.data.message is not None:
+    if not isinstance(terminal, RunCompletedResult) or _said_something(terminal.data.message):
         return
-    if not any(isinstance(r.parsed, MessageCompletedResult | MessageDeltaResult) for r in record.results):
+    for r in record.results:
+        if isinstance(r.parsed, MessageCompletedResult) and _said_something(r.parsed.data.message):
+            return
+        if isinstance(r.parsed, MessageDeltaResult) and r.parsed.data.chunk.content:
+            return
+    failed = [c for c in record.calls if c.outcome not in {"ok", "pending", "cancelled"}]
+    if failed:
+        # The more specific rule: the empty success hides a refused or failed back-call.
         yield _v(
-            "result.output.present", "run.completed without any message: an empty success must be run.failed"
+            "backcall.errors-reported",
+            f"run.completed with an empty message after {failed[0].action} failed with {failed[0].outcome}: "
+            "report it (run.failed) or answer with a real message",
         )
+        return
+    yield _v(
+        "result.output.present",
+        "run.completed with no message or an empty one: a run that produced nothing must end with run.failed",
+    )
 
 
 @_run_invariant("result.tool-calls.paired")

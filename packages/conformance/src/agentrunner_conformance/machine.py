@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, field
+from typing import TypeVar
 
-import anyio
 from agentrunner import (
     ActorContext,
     AgentEventContext,
@@ -29,18 +29,20 @@ from agentrunner import (
     ConversationContext,
     DeliveryContext,
 )
-from anyio.from_thread import BlockingPortal
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
 
 from .execution import RunHandle, RunRecord, start_run
 from .host import CallBehaviour, FaultPlan, SimulatedHost
 from .invariants import Violation, check_no_cross_run_leak, evaluate_run
+from .loop import ExampleTimeoutError, LoopThread
 from .profiles import Profile
 from .requirements import REQUIREMENTS
 from .strategies import EVENT_TYPES, MESSAGE_EVENT_TYPES, fault_plans, texts
 
-__all__ = ["MachineFinding", "ViolationFound", "runner_machine"]
+T = TypeVar("T")
+
+__all__ = ["MachineFinding", "OutOfTime", "ViolationFound", "runner_machine"]
 
 
 @dataclass(slots=True, kw_only=True)
@@ -51,6 +53,10 @@ class MachineFinding:
     """What broke."""
     steps: list[str] = field(default_factory=lambda: list[str]())
     """The steps of the example, in order."""
+
+
+class OutOfTime(Exception):
+    """Raised inside machine examples once the check's (or the shrink's) time budget is spent."""
 
 
 class ViolationFound(Exception):
@@ -93,18 +99,43 @@ def runner_machine(
     factory: Callable[[], AgentRunner],
     manifest: AgentRunnerManifest,
     *,
-    portal: BlockingPortal,
+    portal: LoopThread,
     profile: Profile,
     ignored: Collection[str] = (),
     findings: list[MachineFinding] | None = None,
+    cancel_grace: Callable[[], float] | None = None,
+    deadline_grace: Callable[[], float] | None = None,
+    out_of_time: Callable[[], bool] = lambda: False,
+    on_found: Callable[[], None] = lambda: None,
 ) -> type[RuleBasedStateMachine]:
-    """A state machine class bound to one runner, portal and profile.
+    """A state machine class bound to one runner, event loop and profile.
 
     Violations of requirements in *ignored* are not reported; the others are appended to *findings* and
-    raised as :class:`ViolationFound`.
+    raised as :class:`ViolationFound`. *cancel_grace* / *deadline_grace* give the current grace periods (the
+    profile's by default); once *out_of_time* says so, every step raises :class:`OutOfTime` at once, which
+    ends the search (and its shrinking) without running anything more.
     """
     caps = manifest.capabilities
     found = findings if findings is not None else []
+    cancel_grace_now = cancel_grace or (lambda: profile.cancel_grace)
+    deadline_grace_now = deadline_grace or (lambda: profile.deadline_grace)
+    budget = profile.example_budget
+
+    def call(func: Callable[..., Awaitable[T]], *args: object) -> T:
+        if out_of_time():
+            raise OutOfTime
+        try:
+            return portal.call(func, *args, timeout=budget)
+        except ExampleTimeoutError:
+            violation = Violation(
+                requirement_id="result.terminal.exactly-one",
+                message=f"a step took over {budget:g}s: a run never ended",
+            )
+            if not applies(violation):
+                raise OutOfTime from None
+            found.append(MachineFinding(violation=violation, steps=[]))
+            on_found()
+            raise ViolationFound(violation) from None
 
     def applies(violation: Violation) -> bool:
         gate = REQUIREMENTS[violation.requirement_id].gate
@@ -148,7 +179,7 @@ def runner_machine(
             async def launch() -> list[RunHandle]:
                 return [await start_run(self.runner, c, self.host, plan=p, marker=m) for c, p, m in batch]
 
-            self.handles.extend(portal.call(launch))
+            self.handles.extend(call(launch))
 
         def _start(self, data: st.DataObject, *, deadline_in: float | None) -> None:
             self._prepare(data, deadline_in=deadline_in)
@@ -173,27 +204,28 @@ def runner_machine(
         def cancel_a_run(self, data: st.DataObject) -> None:
             handle = self.handles[data.draw(st.integers(0, len(self.handles) - 1))]
             self.steps.append(f"cancel run {handle.record.marker}")
-            portal.call(lambda: handle.cancel(grace=profile.cancel_grace))
+            grace = cancel_grace_now()
+            call(lambda: handle.cancel(grace=grace))
 
         @rule(ticks=st.integers(1, 5))
         def let_time_pass(self, ticks: int) -> None:
             self.steps.append(f"wait {ticks * 2}ms")
-            portal.call(anyio.sleep, ticks * 0.002)
+            call(asyncio.sleep, ticks * 0.002)
 
         def teardown(self) -> None:
             async def finish_all() -> list[RunRecord]:
                 # Side by side, so the runs' grace periods and lingers overlap instead of adding up.
-                finishing = (
-                    h.finish(deadline_grace=profile.deadline_grace, linger=0.002) for h in self.handles
-                )
+                grace = deadline_grace_now()
+                finishing = (h.finish(deadline_grace=grace, linger=0.002) for h in self.handles)
                 return list(await asyncio.gather(*finishing))
 
-            records = portal.call(finish_all)
+            records = call(finish_all)
             violations = [v for r in records for v in evaluate_run(r, manifest)]
             violations += check_no_cross_run_leak(records)
             for violation in violations:
                 if applies(violation):
                     found.append(MachineFinding(violation=violation, steps=list(self.steps)))
+                    on_found()
                     raise ViolationFound(violation)
 
     return RunnerMachine

@@ -5,18 +5,23 @@ connection (``agentrunner_host.runtime``) and exposes its runner as a local prox
 becomes a ``RUN_AGENT`` frame; the child's back-calls come back over the wire and are served by the simulated
 host that opened the run. Everything else (probes, invariants, report) is unchanged.
 
-What cannot be judged from outside the process: a cancel ends the local proxy at once whatever the child does,
-so ``cancel.*`` only sees what the child sent before it; a back-call error escaping the child's runner surfaces
-as a runner crash (``run.no-unhandled-exception``); and "fresh" instances share the one child, so
+Each attempt gets a fresh run id on the wire (``<run_id>~<n>``; results and back-calls are mapped back), so a
+replayed example never collides with a run the child is still busy with. A cancel is forwarded to the child and
+the proxy keeps relaying what the child sends until the child ends the run, so ``cancel.*`` judges the child's
+own behaviour; a second cancel (the kit giving up after the grace period) abandons the child's run.
+
+What cannot be judged from outside the process: a back-call error escaping the child's runner surfaces as a
+runner crash (``run.no-unhandled-exception``); and "fresh" instances share the one child, so
 ``isolation.no-instance-state`` rests on comparing outputs only.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from agentrunner import (
     AgentRunAPI,
@@ -29,6 +34,7 @@ from agentrunner import (
     BackCallRequest,
     UnauthorizedError,
 )
+from pydantic import BaseModel
 
 from .errors import TargetError
 
@@ -39,22 +45,33 @@ __all__ = ["OutOfProcessTarget"]
 
 
 class _Router:
-    """The child's back-call handler: each call goes to the simulated host that opened its run."""
+    """The child's back-call handler: each call goes to the simulated host that opened its run, under the run
+    id the kit gave it (the wire id is this attempt's own)."""
 
     def __init__(self) -> None:
-        self.hosts: dict[str, APITransport] = {}
+        self.hosts: dict[str, tuple[str, APITransport]] = {}
+
+    def _route(self, request: BackCallRequest) -> tuple[BackCallRequest, APITransport]:
+        entry = self.hosts.get(request.run_id)
+        if entry is None:
+            raise UnauthorizedError(f"no run {request.run_id!r}")
+        run_id, host = entry
+        return request.model_copy(update={"run_id": run_id}), host
 
     async def handle(self, request: BackCallRequest) -> dict[str, Any]:
-        host = self.hosts.get(request.run_id)
-        if host is None:
-            raise UnauthorizedError(f"no run {request.run_id!r}")
-        return await host.call(request, timeout=None)
+        routed, host = self._route(request)
+        return await host.call(routed, timeout=None)
 
     def handle_stream(self, request: BackCallRequest) -> AsyncIterator[dict[str, Any]]:
-        host = self.hosts.get(request.run_id)
-        if host is None:
-            raise UnauthorizedError(f"no run {request.run_id!r}")
-        return host.stream(request, timeout=None)
+        routed, host = self._route(request)
+        return host.stream(routed, timeout=None)
+
+
+class _Ended:
+    """The child's run is over (its stream ended, or raised *error*)."""
+
+    def __init__(self, error: BaseException | None = None) -> None:
+        self.error = error
 
 
 class OutOfProcessTarget:
@@ -86,6 +103,7 @@ class OutOfProcessTarget:
         self._router = _Router()
         self._connection: SubprocessRunnerConnection | None = None
         self._lock: asyncio.Lock | None = None
+        self._attempts = itertools.count(1)
         target = self
 
         class OutOfProcessRunner(AgentRunner):
@@ -111,20 +129,67 @@ class OutOfProcessTarget:
             return self._connection
 
     async def forward(self, ctx: AgentRunContext, api: AgentRunAPI) -> AsyncIterator[Any]:
-        """Run *ctx* in the child; its back-calls are served by *api*'s transport."""
+        """Run *ctx* in the child under a fresh wire run id; its back-calls are served by *api*'s transport."""
         connection = await self._connect()
+        wire_id = f"{ctx.run_id}~{next(self._attempts)}"
         # Kept after the run ends, so late calls reach the simulated host and are recorded as late.
-        self._router.hosts[ctx.run_id] = api.transport
-        request = AgentRunRequest(runner_id=self.manifest.id, runner_name=self.manifest.name, context=ctx)
-        stream = connection.run(request)
+        self._router.hosts[wire_id] = (ctx.run_id, api.transport)
+        wire_ctx = ctx.model_copy(update={"run_id": wire_id})
+        request = AgentRunRequest(
+            runner_id=self.manifest.id, runner_name=self.manifest.name, context=wire_ctx
+        )
+        queue: asyncio.Queue[object] = asyncio.Queue()
+
+        async def pump() -> None:
+            try:
+                async for result in connection.run(request):
+                    queue.put_nowait(result)
+            except Exception as exc:  # the run's end as the host saw it, re-raised to the kit below
+                queue.put_nowait(_Ended(exc))
+            else:
+                queue.put_nowait(_Ended())
+
+        pumping = asyncio.create_task(pump(), name=f"child run {wire_id}")
+        cancelled = False
         try:
-            async for result in stream:
-                yield result
+            while True:
+                try:
+                    item = await queue.get()
+                except asyncio.CancelledError:
+                    if cancelled:
+                        raise  # the kit gave up on the run: abandon it (the finally cancels the child's run)
+                    # Forward the cancel and keep relaying: what the child does now is what the kit judges.
+                    cancelled = True
+                    await connection.cancel(wire_id)
+                    continue
+                if isinstance(item, _Ended):
+                    if cancelled and _is_cancel(item.error):
+                        raise asyncio.CancelledError
+                    if item.error is not None:
+                        raise item.error
+                    return
+                yield _restore_run_id(item, wire_id, ctx.run_id)
         finally:
-            await stream.aclose()
+            if not pumping.done():
+                pumping.cancel()
+                await asyncio.gather(pumping, return_exceptions=True)
 
     async def aclose(self) -> None:
         """Stop the child process."""
         if self._connection is not None:
             await self._connection.aclose()
             self._connection = None
+
+
+def _is_cancel(error: BaseException | None) -> bool:
+    return error is not None and getattr(error, "code", None) == "cancelled"
+
+
+def _restore_run_id(item: object, wire_id: str, run_id: str) -> object:
+    """The result with this attempt's wire id put back to the kit's run id (any other id is left as sent)."""
+    if isinstance(item, dict):
+        fields = cast(dict[str, Any], item)
+        return {**fields, "run_id": run_id} if fields.get("run_id") == wire_id else fields
+    if isinstance(item, BaseModel) and getattr(item, "run_id", None) == wire_id:
+        return item.model_copy(update={"run_id": run_id})
+    return item

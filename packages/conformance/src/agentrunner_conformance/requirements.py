@@ -134,7 +134,8 @@ REQUIREMENTS: Final[dict[str, Requirement]] = dict(
             "result.output.present",
             "MUST",
             _CONTRACT,
-            "A run that ends with run.completed produced a message; otherwise it ends with run.failed.",
+            "A run that ends with run.completed produced a non-empty message (text or other content); "
+            "otherwise it ends with run.failed.",
         ),
         _req(
             "result.tool-calls.paired",
@@ -167,6 +168,12 @@ REQUIREMENTS: Final[dict[str, Requirement]] = dict(
             "MUST",
             "PROTOCOL_V1 §9; " + _CONTRACT,
             "An APIError from a back-call is handled or turned into run.failed; it never escapes run().",
+        ),
+        _req(
+            "backcall.errors-reported",
+            "MUST",
+            "PROTOCOL_V1 §9; " + _CONTRACT,
+            "A run whose back-call failed reports it honestly: run.failed or a real message, never an empty success.",
         ),
         _req(
             "backcall.authorized",
