@@ -236,8 +236,12 @@ def _open_context() -> AgentRunContext:
         resources=AgentResources(),
         context=ContextAccess(
             conversation_id="conv-open",
-            available_apis=ContextAPICapabilities(
-                **{name: True for name in ContextAPICapabilities.model_fields}
+            available_apis=ContextAPICapabilities.model_validate(
+                {
+                    name: True
+                    for name, info in ContextAPICapabilities.model_fields.items()
+                    if info.annotation is bool and name != "prompt_get"  # reserved: always false in v1
+                }
             ),
         ),
         runtime=AgentRuntimeContext(trace_id="trace-open"),

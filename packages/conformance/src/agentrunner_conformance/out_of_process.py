@@ -7,11 +7,12 @@ host that opened the run. Everything else (probes, invariants, report) is unchan
 
 Each attempt gets a fresh run id on the wire (``<run_id>~<n>``; results and back-calls are mapped back), so a
 replayed example never collides with a run the child is still busy with. A cancel is forwarded to the child and
-the proxy keeps relaying what the child sends until the child ends the run, so ``cancel.*`` judges the child's
-own behaviour; a second cancel (the kit giving up after the grace period) abandons the child's run.
+the proxy waits until the child ends the run, so ``cancel.stops-within-grace`` judges when the child stops; a
+second cancel (the kit giving up after the grace period) abandons the child's run.
 
-What cannot be judged from outside the process: a back-call error escaping the child's runner surfaces as a
-runner crash (``run.no-unhandled-exception``); and "fresh" instances share the one child, so
+What cannot be judged from outside the process: what the child sends after a cancel (it may have been sent
+before the child saw the cancel), so ``cancel.reports-cancelled`` sees nothing after it; a back-call error
+escaping the child's runner surfaces as a runner crash (``run.no-unhandled-exception``); and "fresh" instances share the one child, so
 ``isolation.no-instance-state`` rests on comparing outputs only.
 """
 
@@ -163,11 +164,15 @@ class OutOfProcessTarget:
                     await connection.cancel(wire_id)
                     continue
                 if isinstance(item, _Ended):
-                    if cancelled and _is_cancel(item.error):
-                        raise asyncio.CancelledError
+                    if cancelled:
+                        raise asyncio.CancelledError  # the child ended the run: it stopped
                     if item.error is not None:
                         raise item.error
                     return
+                if cancelled:
+                    # Sent before or after the child saw the cancel? The wire cannot tell, so what follows a
+                    # cancel is not judged (cancel.reports-cancelled), only when the child stops.
+                    continue
                 yield _restore_run_id(item, wire_id, ctx.run_id)
         finally:
             if not pumping.done():
@@ -179,10 +184,6 @@ class OutOfProcessTarget:
         if self._connection is not None:
             await self._connection.aclose()
             self._connection = None
-
-
-def _is_cancel(error: BaseException | None) -> bool:
-    return error is not None and getattr(error, "code", None) == "cancelled"
 
 
 def _restore_run_id(item: object, wire_id: str, run_id: str) -> object:
