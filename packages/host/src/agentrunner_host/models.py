@@ -214,7 +214,9 @@ class RunPolicy(_HostModel):
     max_result_bytes: int = Field(default=1024 * 1024, ge=1024)
     """Largest single result (JSON bytes); larger fails the run with ``payload_too_large``."""
     max_results: int = Field(default=100_000, ge=1)
-    """Results per run before the host stops the run."""
+    """Results per run before the host stops the run (``runner.too_many_results``)."""
+    max_output_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
+    """Encoded bytes of all of a run's results together; more fails the run with ``runner.output_too_large``."""
     backcall_rate: float = Field(default=50.0, gt=0)
     """Sustained back-calls per second per run."""
     backcall_burst: int = Field(default=200, ge=1)

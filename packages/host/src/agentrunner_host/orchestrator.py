@@ -112,10 +112,15 @@ class _RunState:
     has_message: bool = False
     has_output: bool = False
     delta_buffer: list[str] = field(default_factory=list[str])
+    delta_chars: int = 0
+    """Characters in ``delta_buffer``: streamed text kept for the transcript is capped (one result's size)."""
+    delta_truncated: bool = False
     open_tool_calls: dict[str, str] = field(default_factory=dict[str, str])
     artifact_ids: dict[str, ArtifactRef] = field(default_factory=dict[str, ArtifactRef])
-    records: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
-    """Persisted results: (host_seq, runner sequence, type, payload, created_at)."""
+    log: Any = None
+    """The run's result log (``stores.runs.log``): results go to the store as they come, not at the end."""
+    output_bytes: int = 0
+    """Encoded bytes of every result received so far (capped by ``run_policy.max_output_bytes``)."""
     transcript: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
     host_events: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
     warnings: int = 0
@@ -137,7 +142,9 @@ class _SessionGate:
 class RunHandle:
     """A started run. Iterate :meth:`results` to receive its results; ``outcome`` resolves at the end."""
 
-    def __init__(self, run_id: str, binding: AgentBinding, snapshot: AuthorizationSnapshot) -> None:
+    def __init__(
+        self, run_id: str, binding: AgentBinding, snapshot: AuthorizationSnapshot, *, log: Any = None
+    ) -> None:
         self.run_id = run_id
         self.binding = binding
         self.snapshot = snapshot
@@ -148,6 +155,7 @@ class RunHandle:
         self._started = False
         self._finishing = False
         self.cancel_requested: str | None = None
+        self._log = log
 
     @property
     def done(self) -> bool:
@@ -175,12 +183,24 @@ class RunHandle:
             self._channel.close()
 
     async def results(self) -> AsyncIterator[DeliveredResult]:
-        """The delivered results, ending after the terminal one. One consumer per handle."""
+        """The delivered results, ending after the terminal one. One consumer per handle.
+
+        With stores, a result is handed out only once it is committed (a client never sees a result a crash
+        could lose); results that can no longer be committed end the iteration early.
+        """
+        result_log = self._log
         while True:
             try:
-                yield await self._channel.pull()
+                item = await self._channel.pull()
             except ChannelClosed:
                 return
+            if result_log is not None and result_log.committed < item.host_seq:
+                try:
+                    await result_log.durable(item.host_seq)
+                except HostError:
+                    log.error("run %s: results could not be stored; its stream ends here", self.run_id)
+                    return
+            yield item
 
 
 class Orchestrator:
@@ -262,7 +282,8 @@ class Orchestrator:
         )
         if self.stores is not None:
             await self._persist_start(state, include_event=not ingested)
-        handle = RunHandle(run_id, binding, snapshot)
+            state.log = self.stores.runs.log(run_id)
+        handle = RunHandle(run_id, binding, snapshot, log=state.log)
         self._handles[run_id] = handle
         handle._task = asyncio.create_task(self._drive(handle, state), name=f"agentrunner-run-{run_id}")  # pyright: ignore[reportPrivateUsage]
         return handle
@@ -366,6 +387,8 @@ class Orchestrator:
                     delivered = await self._accept(state, raw)
                     if delivered is not None:
                         await handle._deliver(delivered)  # pyright: ignore[reportPrivateUsage]
+                        if state.log is not None and state.log.backlogged:
+                            await state.log.room()  # the store is behind: slow the runner down
                     if state.terminal is not None:
                         break
         except asyncio.CancelledError:
@@ -443,6 +466,12 @@ class Orchestrator:
                     "payload_too_large", f"a result of {size} bytes exceeds {policy.max_result_bytes}"
                 )
 
+        state.output_bytes += size
+        if state.output_bytes > policy.max_output_bytes:
+            raise _Violation(
+                "runner.output_too_large",
+                f"the runner's results passed {policy.max_output_bytes} bytes in total",
+            )
         if isinstance(parsed, UnknownResult):
             self._warn(state, "result.unknown_type", f"ignored a result of unknown type {parsed.type!r}")
             return None
@@ -465,18 +494,12 @@ class Orchestrator:
         if delivered is None:
             return None
         state.host_seq += 1
-        now = time.time_ns() // 1_000_000
-        state.records.append(
-            {
-                "host_seq": state.host_seq,
-                "runner_sequence": result.sequence,
-                "type": result.type,
-                "payload": payload
-                if delivered is result
-                else delivered.__pydantic_serializer__.to_json(delivered),
-                "created_at": now,
-            }
-        )
+        if delivered is result:
+            self._store_result(state, result.sequence, delivered.type, payload, size=size)
+        else:
+            self._store_result(
+                state, result.sequence, delivered.type, delivered.__pydantic_serializer__.to_json(delivered)
+            )
         if delivered.type in TERMINAL_RESULT_TYPES:
             state.terminal = delivered
         return DeliveredResult(state.host_seq, delivered)
@@ -492,8 +515,14 @@ class Orchestrator:
                         "message.delta from a runner that does not declare streaming",
                     )
                     return None
-                if result.data.chunk.content:
-                    state.delta_buffer.append(result.data.chunk.content)
+                content = result.data.chunk.content
+                if content:
+                    room = state.snapshot.run_policy.max_result_bytes - state.delta_chars
+                    if len(content) > room:
+                        content, state.delta_truncated = content[: max(0, room)], True
+                    if content:
+                        state.delta_buffer.append(content)
+                        state.delta_chars += len(content)
                 state.has_output = state.has_message = True
                 return result
             case MessageCompletedResult():
@@ -507,7 +536,7 @@ class Orchestrator:
                     result = result.model_copy(
                         update={"data": result.data.model_copy(update={"message": message})}
                     )
-                state.delta_buffer.clear()
+                _clear_deltas(state)
                 self._assistant_turn(state, message.text(), message.model_dump(mode="json"))
                 state.has_output = state.has_message = True
                 return result
@@ -554,7 +583,7 @@ class Orchestrator:
             case RunCompletedResult():
                 final = result.data.message
                 if final is not None:
-                    state.delta_buffer.clear()
+                    _clear_deltas(state)
                     self._assistant_turn(state, final.text(), final.model_dump(mode="json"))
                     state.has_output = state.has_message = True
                 needs_message = state.event.event_type == "message.received"
@@ -653,6 +682,32 @@ class Orchestrator:
 
     # -- records -----------------------------------------------------------------------------------------------
 
+    def _store_result(
+        self,
+        state: _RunState,
+        runner_sequence: int | None,
+        kind: str,
+        payload: dict[str, Any] | bytes,
+        *,
+        size: int | None = None,
+    ) -> None:
+        """Hand the result numbered ``state.host_seq`` to the run's log (committed by the store's journal)."""
+        if state.log is None:
+            return
+        from .stores import ResultRecord
+
+        record = ResultRecord(
+            run_id=state.run_id,
+            host_seq=state.host_seq,
+            runner_sequence=runner_sequence,
+            type=kind,
+            payload=payload,
+            created_at=time.time_ns() // 1_000_000,
+        )
+        if size is None:
+            size = len(payload) if isinstance(payload, bytes) else json.json_size(payload)
+        state.log.append(state.host_seq, record, size=size)
+
     def _assistant_turn(self, state: _RunState, text: str, message: dict[str, Any]) -> None:
         state.transcript.append({"role": "assistant", "content": text, "message": message})
 
@@ -683,24 +738,19 @@ class Orchestrator:
                 code, message, retryable = failure
                 terminal = self._host_failure(state, code, message, retryable=retryable)
                 state.host_seq += 1
-                state.records.append(
-                    {
-                        "host_seq": state.host_seq,
-                        "runner_sequence": None,
-                        "type": terminal.type,
-                        "payload": terminal.model_dump(mode="json"),
-                        "created_at": time.time_ns() // 1_000_000,
-                    }
+                self._store_result(
+                    state, None, terminal.type, terminal.__pydantic_serializer__.to_json(terminal)
                 )
                 state.terminal = terminal
                 final_item = DeliveredResult(state.host_seq, terminal)
             if state.delta_buffer:
-                self._assistant_turn(
-                    state,
-                    "".join(state.delta_buffer),
-                    {"role": "assistant", "content": "".join(state.delta_buffer)},
-                )
-                state.delta_buffer.clear()
+                # the streamed text of a reply that never completed, at most one result's size of it
+                text = "".join(state.delta_buffer)
+                partial: dict[str, Any] = {"role": "assistant", "content": text}
+                if state.delta_truncated:
+                    partial["metadata"] = {"truncated": True}
+                self._assistant_turn(state, text, partial)
+                _clear_deltas(state)
             for call_id, name in state.open_tool_calls.items():
                 self._warn(state, "violation.tool_unpaired", f"tool call {call_id} ({name}) never completed")
         finally:
@@ -770,6 +820,12 @@ class Orchestrator:
         from .persistence import persist_finish
 
         await persist_finish(self.stores, state, live)
+
+
+def _clear_deltas(state: _RunState) -> None:
+    state.delta_buffer.clear()
+    state.delta_chars = 0
+    state.delta_truncated = False
 
 
 def _outcome(state: _RunState) -> RunOutcome:

@@ -1,6 +1,7 @@
-"""How a run becomes stored facts: the event, the run's start and end, its results, its transcript items and
-its host records (the audit trail). Two transactions per run (start, end) plus one per state update; the
-projection of results into transcript items lives here and nowhere else."""
+"""How a run becomes stored facts: the event, the run's start and end, its transcript items and its host
+records (the audit trail). The start is one transaction; the results go to the run's result log as they come
+(see :mod:`agentrunner_host.stores.journal`) and the end is committed after them, grouped with other runs'
+writes. The projection of results into transcript items lives here and nowhere else."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from agentrunner import ArtifactRef
-from agentrunner import _json as json
 
 from .access import ConversationKey
 from .authorization import snapshot_json
@@ -21,7 +21,6 @@ from .stores import (
     ArtifactOwner,
     EventEntry,
     HostStores,
-    ResultRecord,
     RunExistsError,
     RunFinish,
     RunStart,
@@ -158,7 +157,8 @@ def _host_event(state: _RunState, kind: str, data: dict[str, Any]) -> EventEntry
 
 
 async def persist_finish(stores: HostStores, state: _RunState, live: LiveRun | None) -> None:
-    """Write the end of a run in one transaction (and its start first, if the run ended before that)."""
+    """Write the end of a run in one transaction, after its results (and its start first, if the run ended
+    before that)."""
     if not state.start_persisted:
         # The start may have committed although the run was cancelled before it could note that.
         with contextlib.suppress(RunExistsError):
@@ -186,7 +186,7 @@ async def persist_finish(stores: HostStores, state: _RunState, live: LiveRun | N
                     content=turn["content"],
                     contents=list(msg.get("contents", [])),
                     artifacts=list(msg.get("artifacts", [])),
-                    metadata={"runner_id": state.snapshot.runner_id},
+                    metadata={"runner_id": state.snapshot.runner_id, **_truncation(msg)},
                 )
             )
     events = [_host_event(state, e["event_type"], e["data"]) for e in state.host_events]
@@ -222,22 +222,17 @@ async def persist_finish(stores: HostStores, state: _RunState, live: LiveRun | N
             code=code,
             message=message,
             ended_at=_now_ms(),
-            results=[
-                ResultRecord(
-                    run_id=state.run_id,
-                    host_seq=r["host_seq"],
-                    runner_sequence=r["runner_sequence"],
-                    type=r["type"],
-                    payload=json.loads(r["payload"]) if isinstance(r["payload"], bytes) else r["payload"],
-                    created_at=r["created_at"],
-                )
-                for r in state.records
-            ],
             transcript=transcript,
             events=events,
             usage=usage,
         )
     )
+
+
+def _truncation(message: dict[str, Any]) -> dict[str, Any]:
+    """``{"truncated": True}`` for the streamed text of an unfinished reply the host cut to one result's size."""
+    meta = message.get("metadata")
+    return {"truncated": True} if isinstance(meta, dict) and meta.get("truncated") is True else {}  # pyright: ignore[reportUnknownMemberType]
 
 
 async def store_runner_artifact(

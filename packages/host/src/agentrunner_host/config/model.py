@@ -188,6 +188,9 @@ class HostConfig(_Section):
     """Environment variable holding the database URL."""
     max_timeout_seconds: float = Field(default=3600.0, gt=0)
     """Upper bound of any run's deadline."""
+    result_flush_ms: float = Field(default=0.0, ge=0, le=1000)
+    """How long the host collects results of live runs before it commits them together (group commit; a
+    result is delivered only once committed). 0: commit as soon as the writer gets to run."""
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     """Log level of ``agentrunner serve``."""
     http: HttpConfig = HttpConfig()

@@ -241,11 +241,8 @@ async def get_results(request: Request) -> Response:
     view = await service.run(run_id)
     if _wants_stream(request):
         return _event_stream(service, run_id, after=after, headers={})
-    feed = service.feed(run_id)
-    if feed is not None and not feed.done:
-        items = [ReplayItem.of(i) for i in feed.snapshot(after=after, limit=limit)]
-    else:
-        items = await service.stored_results(run_id, after=after, limit=limit)
+    # a live run's results are in the store as soon as any reader can see them
+    items = await service.stored_results(run_id, after=after, limit=limit)
     next_after = items[-1].host_seq if items else after
     done = view.status != "running" and next_after >= view.results
     return _json(

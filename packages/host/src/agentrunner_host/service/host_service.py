@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from agentrunner import AgentRunner, AgentRunnerManifest, InvalidRunnerIdError, RunnerId
+from agentrunner import _json as json
 from agentrunner.wire.loader import ENTRY_POINT_GROUP
 from alembic.script import ScriptDirectory
 from sqlalchemy import func, select
@@ -49,7 +50,7 @@ from agentrunner_host.stores.models import ResultRow, RunRow
 
 from .agents import AgentDirectory
 from .errors import NotFoundError
-from .feeds import RunFeed
+from .feeds import REPLAY_PAGE, RunFeed
 from .providers import open_providers
 
 __all__ = [
@@ -120,7 +121,8 @@ class ReplayItem:
         if isinstance(item, DeliveredResult):
             # The encoding the orchestrator stores, so a live result and its replay are the same JSON.
             return cls(item.host_seq, item.result.type, item.result.model_dump(mode="json"))
-        return cls(item.host_seq, item.type, item.payload)
+        payload = item.payload
+        return cls(item.host_seq, item.type, payload if isinstance(payload, dict) else json.loads(payload))
 
 
 def _now_ms() -> int:
@@ -225,7 +227,9 @@ class HostService:
         async with contextlib.AsyncExitStack() as stack:
             stack.push_async_callback(engine.dispose)
             await upgrade(engine)
-            stores = await HostStores.open(engine, data_dir=settings.data_dir)
+            stores = await HostStores.open(
+                engine, data_dir=settings.data_dir, flush_window=config.result_flush_ms / 1000
+            )
             stack.push_async_callback(stores.aclose)
             recovered: list[str] = []
             if recover:
@@ -340,7 +344,13 @@ class HostService:
             if exc.run_id is None:
                 exc.run_id = await self._run_for_event(event.event_id)
             raise
-        feed = RunFeed(handle, event_id=event.event_id)
+        run_id = handle.run_id
+        runs = self.stores.runs
+
+        async def replay(after: int, limit: int) -> list[ResultRecord]:
+            return await runs.results_after(run_id, after_host_seq=after, limit=limit)
+
+        feed = RunFeed(handle, event_id=event.event_id, replay=replay)
         self._feeds[handle.run_id] = feed
         task = asyncio.create_task(self._pump(feed), name=f"agentrunner-feed-{handle.run_id}")
         self._pumps.add(task)
@@ -433,11 +443,11 @@ class HostService:
             return
         cursor = after
         while True:
-            page = await self.stored_results(run_id, after=cursor, limit=500)
+            page = await self.stored_results(run_id, after=cursor, limit=REPLAY_PAGE)
             for item in page:
                 yield item
                 cursor = item.host_seq
-            if len(page) < 500:
+            if len(page) < REPLAY_PAGE:
                 return
 
     async def cancel(self, run_id: str) -> bool:

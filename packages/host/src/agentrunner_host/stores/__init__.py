@@ -5,8 +5,9 @@ How it fits together:
 
 * :class:`HostStores` opens every store over one injected engine (``agentrunner_host.db.create_engine``;
   migrate first with ``agentrunner_host.db.upgrade``) and a data directory for artifact files.
-* A run costs two write transactions, ``runs.start`` and ``runs.finish``; on SQLite concurrent ones are
-  grouped into one transaction (group commit) on the process's single held writer connection.
+* A run starts with one write transaction (``runs.start``; concurrent starts grouped on SQLite); its results
+  and its end go through the journal, which commits every live run's pending results and every pending run
+  end together (group commit), and tells each run how far its results are committed (:class:`ResultLog`).
 * Events are numbered per conversation, transcript items per thread, from 1 with no gaps, inside the
   writing transaction; ingestion is idempotent on ``event_id`` / ``item_id``.
 * Reads are keyset pages on clustered keys; full-text search uses FTS5 (SQLite) or ``tsvector`` (PostgreSQL).
@@ -27,6 +28,7 @@ from .errors import (
 from .events import MAX_SUMMARY_CHARS, AppendOutcome, EventEntry, EventKind, EventLog, StoredEvent
 from .facade import HostStores
 from .idempotency import IdempotencyStore
+from .journal import DEFAULT_FLUSH_WINDOW, ResultLog, ResultLogError
 from .records import Role, TranscriptItemType
 from .runs import HOST_RESTARTED, ResultRecord, RunFinish, RunRecord, RunStart, RunStatus, RunStore
 from .state import StateItem, StateKey, StateStore
@@ -58,6 +60,9 @@ __all__ = [
     "RunStart",
     "RunStatus",
     "RunStore",
+    "DEFAULT_FLUSH_WINDOW",
+    "ResultLog",
+    "ResultLogError",
     # artifacts
     "ArtifactOwner",
     "ArtifactRecord",

@@ -14,6 +14,7 @@ from ._sql import main_line
 from .artifacts import ArtifactStore
 from .events import EventLog
 from .idempotency import IdempotencyStore
+from .journal import DEFAULT_FLUSH_WINDOW
 from .records import EVENTS, ITEMS
 from .runs import RunStore
 from .state import StateStore
@@ -49,13 +50,20 @@ class HostStores:
     idempotency: IdempotencyStore
     """Idempotency keys."""
 
-    def __init__(self, db: Database, *, data_dir: Path, storage_max_value_bytes: int) -> None:
+    def __init__(
+        self,
+        db: Database,
+        *,
+        data_dir: Path,
+        storage_max_value_bytes: int,
+        flush_window: float = DEFAULT_FLUSH_WINDOW,
+    ) -> None:
         self._db = db
         self.data_dir = data_dir
         """The host's data directory."""
         self.events = EventLog(db)
         self.transcript = Transcript(db)
-        self.runs = RunStore(db)
+        self.runs = RunStore(db, flush_window=flush_window)
         self.artifacts = ArtifactStore(db, root=data_dir / ARTIFACTS_DIR_NAME)
         self.state = StateStore(db)
         self.storage = StorageStore(db, max_value_bytes=storage_max_value_bytes)
@@ -99,10 +107,17 @@ class HostStores:
         *,
         data_dir: Path,
         storage_max_value_bytes: int = DEFAULT_STORAGE_MAX_BYTES,
+        flush_window: float = DEFAULT_FLUSH_WINDOW,
     ) -> HostStores:
         """The stores over *engine*, with artifact files under *data_dir*. The engine stays the caller's to
-        dispose."""
-        stores = cls(Database(engine), data_dir=data_dir, storage_max_value_bytes=storage_max_value_bytes)
+        dispose. *flush_window* is how long (seconds) live results are collected before a commit (see
+        :mod:`agentrunner_host.stores.journal`)."""
+        stores = cls(
+            Database(engine),
+            data_dir=data_dir,
+            storage_max_value_bytes=storage_max_value_bytes,
+            flush_window=flush_window,
+        )
         await stores.artifacts.prepare()
         return stores
 

@@ -62,13 +62,18 @@ PG_FTS_INDEX: Final = "ix_transcript_items_fts"
 
 
 class JSONText(TypeDecorator[Any]):
-    """A JSON value stored as orjson-encoded text."""
+    """A JSON value stored as orjson-encoded text; ``bytes`` are taken as a value already encoded (JSON has
+    no bytes, so nothing else is ambiguous): results are encoded once on their way to the database."""
 
     impl = Text
     cache_ok = True
 
     def process_bind_param(self, value: Any, dialect: Dialect) -> str | None:
-        return None if value is None else _json.dumps_str(value)
+        if value is None:
+            return None
+        if isinstance(value, bytes):
+            return value.decode()
+        return _json.dumps_str(value)
 
     def process_result_value(self, value: Any, dialect: Dialect) -> Any:
         return None if value is None else _json.loads(value)

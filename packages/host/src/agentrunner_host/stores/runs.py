@@ -23,6 +23,14 @@ from ._batch import Coalescer
 from ._db import Database, now_ms
 from ._facts import known_events, write_facts
 from .errors import DuplicateEventStoredError, RunExistsError, RunStateError
+from .journal import (
+    DEFAULT_BACKLOG_BYTES,
+    DEFAULT_BACKLOG_RESULTS,
+    DEFAULT_FLUSH_WINDOW,
+    Journal,
+    JournalEntry,
+    ResultLog,
+)
 from .models import JSONText, ResultRow, RunRow
 from .records import EventEntry, TranscriptEntry
 
@@ -90,8 +98,8 @@ class ResultRecord:
     """The runner's own ``sequence``."""
     type: str
     """Result type."""
-    payload: dict[str, Any]
-    """Result payload (JSON)."""
+    payload: dict[str, Any] | bytes
+    """Result payload: JSON, or (when writing) its orjson encoding, stored as is. Read back as JSON."""
     created_at: int
     """Unix epoch milliseconds."""
 
@@ -242,15 +250,28 @@ def _result_row(result: ResultRecord) -> dict[str, Any]:
 class RunStore:
     """Runs and their results (``stores.runs``).
 
-    On SQLite, starts (and finishes) of runs that arrive while the writer is busy are written together: one
-    transaction and one multi-row statement per table for the group (see :mod:`._batch`). Each caller still
-    gets its own outcome, and a lone request is written at once.
+    Starts of runs that arrive while the SQLite writer is busy are written together: one transaction and one
+    multi-row statement per table for the group (see :mod:`._batch`). Results of live runs and the ends of
+    runs go through the journal (see :mod:`.journal`): every live run's pending results and every pending end
+    are committed together, on both engines. Each caller still gets its own outcome.
     """
 
-    def __init__(self, db: Database) -> None:
+    def __init__(
+        self,
+        db: Database,
+        *,
+        flush_window: float = DEFAULT_FLUSH_WINDOW,
+        backlog_bytes: int = DEFAULT_BACKLOG_BYTES,
+        backlog_results: int = DEFAULT_BACKLOG_RESULTS,
+    ) -> None:
         self._db = db
         self._starts = Coalescer(self._write_starts)
-        self._finishes = Coalescer(self._write_finishes)
+        self._journal: Journal[ResultRecord, RunFinish] = Journal(
+            self._write_journal,
+            flush_window=flush_window,
+            backlog_bytes=backlog_bytes,
+            backlog_results=backlog_results,
+        )
 
     async def start(self, start: RunStart) -> None:
         """Store the run as ``running`` with its start records and user item, in one transaction.
@@ -262,20 +283,23 @@ class RunStore:
         else:
             await self._write_starts([start])
 
+    def log(self, run_id: str) -> ResultLog[ResultRecord]:
+        """The result log of the live run *run_id* (started already): results appended to it are committed
+        by the journal; :meth:`ResultLog.durable` tells when. Pass each result with its ``host_seq``."""
+        return self._journal.log(run_id)
+
     async def finish(self, finish: RunFinish) -> None:
-        """Store the outcome, every result, the transcript items and host records, in one transaction.
+        """Store the outcome, its results, the transcript items and host records, in one transaction, after
+        every result appended to the run's log before (possibly in the same transaction).
 
         Raises :class:`RunStateError` when the run is unknown or already finished (nothing is written).
         """
-        if self._db.is_sqlite:
-            await self._finishes.submit(finish)
-        else:
-            await self._write_finishes([finish])
+        await self._journal.finish(finish)
 
     async def aclose(self) -> None:
         """Wait for grouped writes in flight."""
         await self._starts.aclose()
-        await self._finishes.aclose()
+        await self._journal.aclose()
 
     async def _write_starts(self, starts: Sequence[RunStart]) -> None:
         run_ids = [s.run_id for s in starts]
@@ -307,7 +331,8 @@ class RunStore:
 
         await self._db.transact_optimistic(work)
 
-    async def _write_finishes(self, finishes: Sequence[RunFinish]) -> None:
+    async def _write_journal(self, entry: JournalEntry[ResultRecord, RunFinish]) -> None:
+        finishes = entry.finishes
         run_ids = [f.run_id for f in finishes]
 
         async def work(conn: AsyncConnection, careful: bool) -> None:
@@ -326,10 +351,12 @@ class RunStore:
                 )
                 if updated.rowcount != 1:
                     raise RunStateError(f"run {finish.run_id} is unknown or not running")
-            else:
-                # the writer lock is held: nobody can change these rows between the check and the update
+            elif finishes:
+                # the rows are locked (SQLite: the writer lock; PostgreSQL: FOR UPDATE) until the update
                 found = await conn.execute(
-                    select(RUNS.c.run_id).where(RUNS.c.run_id.in_(run_ids), RUNS.c.status == "running")
+                    select(RUNS.c.run_id)
+                    .where(RUNS.c.run_id.in_(run_ids), RUNS.c.status == "running")
+                    .with_for_update()
                 )
                 if len(set(found.scalars().all())) != len(run_ids):
                     raise RunStateError("a run of the group is unknown, not running, or finished twice")
@@ -347,18 +374,20 @@ class RunStore:
                         for f in finishes
                     ],
                 )
-            results = [_result_row(r) for f in finishes for r in f.results]
+            results = [_result_row(r) for r in entry.results]
+            results.extend(_result_row(r) for f in finishes for r in f.results)
             if results:
                 await conn.execute(insert(RESULTS), results)
-            await write_facts(
-                conn,
-                self._db.dialect,
-                events=[event for f in finishes for event in f.events],
-                items=[item for f in finishes for item in f.transcript],
-                now=now_ms(),
-                careful=careful,
-                returning=False,
-            )
+            if finishes:
+                await write_facts(
+                    conn,
+                    self._db.dialect,
+                    events=[event for f in finishes for event in f.events],
+                    items=[item for f in finishes for item in f.transcript],
+                    now=now_ms(),
+                    careful=careful,
+                    returning=False,
+                )
 
         await self._db.transact_optimistic(work)
 

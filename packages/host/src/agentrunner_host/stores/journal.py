@@ -1,0 +1,259 @@
+"""The results of live runs on their way to the database: group commit with a per-run commit watermark.
+
+A result is acknowledged (delivered to any reader) only once it is committed, so after a crash every result a
+client saw is stored with the same ``host_seq``. Committing each result alone would cost a transaction per
+delta; instead a run appends its results to its :class:`ResultLog` without waiting, and one writer task of the
+process commits everything pending — the results of every live run and the ends of the runs that finished —
+in one transaction, then raises each run's watermark. Readers wait on the watermark, not on the write.
+
+The writer runs as soon as the appending task yields (so results produced in one go share a commit) or,
+with a flush window, that long after the first pending write (more company per commit, more latency).
+A run whose results are not committed yet is slowed down once its backlog passes a bound (bytes and count):
+host memory is bounded by the backlog, not by what the run produces. A run's end is queued behind its own
+results and is never committed before them. When a grouped transaction fails, every part of it is written
+on its own, so one run's error never fails another.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Generic, TypeVar
+
+from .errors import StoreError
+
+__all__ = [
+    "DEFAULT_BACKLOG_BYTES",
+    "DEFAULT_BACKLOG_RESULTS",
+    "DEFAULT_FLUSH_WINDOW",
+    "Journal",
+    "JournalEntry",
+    "ResultLog",
+    "ResultLogError",
+]
+
+log = logging.getLogger("agentrunner.host.stores")
+
+R = TypeVar("R")
+F = TypeVar("F")
+
+DEFAULT_FLUSH_WINDOW: Final = 0.0
+"""Seconds the writer waits after the first pending write before it commits (0: as soon as it runs)."""
+DEFAULT_BACKLOG_BYTES: Final = 4 * 1024 * 1024
+"""Uncommitted result bytes of one run beyond which the run waits for the writer."""
+DEFAULT_BACKLOG_RESULTS: Final = 1024
+"""Uncommitted results of one run beyond which the run waits for the writer."""
+
+
+class ResultLogError(StoreError):
+    """The results of a run could not be committed (the run cannot acknowledge them)."""
+
+
+@dataclass(frozen=True, slots=True)
+class JournalEntry(Generic[R, F]):
+    """What one grouped transaction writes: appended results per run and whole run ends."""
+
+    results: Sequence[R]
+    """Results, in append order (every run's own results in ``host_seq`` order)."""
+    finishes: Sequence[F]
+    """Run ends; each comes after every result its run appended before it."""
+
+
+class ResultLog(Generic[R]):
+    """The results one live run appended, and how far they are committed."""
+
+    __slots__ = (
+        "_journal",
+        "_max_bytes",
+        "_max_results",
+        "_pending",
+        "_pending_bytes",
+        "_room",
+        "_unsettled",
+        "_unsettled_bytes",
+        "_waiter",
+        "committed",
+        "error",
+        "run_id",
+    )
+
+    def __init__(self, journal: Journal[R, Any], run_id: str, *, max_bytes: int, max_results: int) -> None:
+        self._journal = journal
+        self.run_id = run_id
+        """Run."""
+        self.committed = 0
+        """The highest ``host_seq`` committed (results are appended in order)."""
+        self.error: BaseException | None = None
+        """Why the results could not be committed, once that happened."""
+        self._pending: list[tuple[int, R]] = []
+        self._pending_bytes = 0
+        self._unsettled = 0
+        self._unsettled_bytes = 0
+        self._max_bytes = max_bytes
+        self._max_results = max_results
+        self._waiter: asyncio.Future[None] | None = None
+        self._room: asyncio.Future[None] | None = None
+
+    def append(self, host_seq: int, record: R, *, size: int) -> None:
+        """Queue *record* (the result numbered *host_seq*, *size* bytes encoded) for the next commit."""
+        self._pending.append((host_seq, record))
+        self._pending_bytes += size
+        self._unsettled += 1
+        self._unsettled_bytes += size
+        self._journal.mark(self)
+
+    @property
+    def backlogged(self) -> bool:
+        """More is uncommitted than the bound allows: the producer should wait for :meth:`room`."""
+        return self._unsettled > self._max_results or self._unsettled_bytes > self._max_bytes
+
+    async def room(self) -> None:
+        """Wait until the uncommitted backlog is back under its bound (or the log failed)."""
+        while self.backlogged and self.error is None:
+            self._room = asyncio.get_running_loop().create_future()
+            await self._room
+
+    async def durable(self, host_seq: int) -> None:
+        """Wait until the result *host_seq* is committed; raises :class:`ResultLogError` if it never will be."""
+        while self.committed < host_seq:
+            if self.error is not None:
+                raise ResultLogError(f"results of run {self.run_id} could not be stored") from self.error
+            self._waiter = asyncio.get_running_loop().create_future()
+            await self._waiter
+
+    def _take(self) -> tuple[list[tuple[int, R]], int]:
+        taken, size = self._pending, self._pending_bytes
+        self._pending, self._pending_bytes = [], 0
+        return taken, size
+
+    def _settle(self, taken: list[tuple[int, R]], size: int, error: BaseException | None) -> None:
+        self._unsettled -= len(taken)
+        self._unsettled_bytes -= size
+        if error is not None:
+            self.error = self.error or error
+        elif taken:
+            self.committed = max(self.committed, taken[-1][0])
+        for waiter in (self._waiter, self._room):
+            if waiter is not None and not waiter.done():
+                waiter.set_result(None)
+
+
+class Journal(Generic[R, F]):
+    """The process's one writer of live results and run ends (see the module docstring)."""
+
+    def __init__(
+        self,
+        write: Callable[[JournalEntry[R, F]], Awaitable[None]],
+        *,
+        flush_window: float = DEFAULT_FLUSH_WINDOW,
+        backlog_bytes: int = DEFAULT_BACKLOG_BYTES,
+        backlog_results: int = DEFAULT_BACKLOG_RESULTS,
+    ) -> None:
+        self._write = write
+        self.flush_window = flush_window
+        """Seconds to collect writes before a commit."""
+        self._backlog_bytes = backlog_bytes
+        self._backlog_results = backlog_results
+        self._dirty: dict[int, ResultLog[R]] = {}
+        self._finishes: list[tuple[F, asyncio.Future[None]]] = []
+        self._drainer: asyncio.Task[None] | None = None
+        self._closed = False
+
+    def log(self, run_id: str) -> ResultLog[R]:
+        """A new result log for the live run *run_id*."""
+        return ResultLog(
+            self,
+            run_id,
+            max_bytes=self._backlog_bytes,
+            max_results=self._backlog_results,
+        )
+
+    def mark(self, result_log: ResultLog[R]) -> None:
+        """*result_log* has pending results."""
+        self._dirty.setdefault(id(result_log), result_log)
+        self._wake()
+
+    async def finish(self, finish: F) -> None:
+        """Commit *finish* after every result appended so far; returns once committed, raises its own error."""
+        if self._closed:
+            raise RuntimeError("the stores are closed")
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._finishes.append((finish, future))
+        self._wake()
+        await asyncio.shield(future)
+
+    def _wake(self) -> None:
+        if self._drainer is None or self._drainer.done():
+            self._drainer = asyncio.create_task(self._drain(), name="agentrunner-journal")
+
+    async def _drain(self) -> None:
+        while self._dirty or self._finishes:
+            # Let every task that is ready add its writes first: results produced in one go share a commit.
+            await asyncio.sleep(self.flush_window)
+            logs = list(self._dirty.values())
+            self._dirty.clear()
+            taken = [(result_log, *result_log._take()) for result_log in logs]  # pyright: ignore[reportPrivateUsage]
+            finishes, self._finishes = self._finishes, []
+            results = [record for _, part, _ in taken for _, record in part]
+            try:
+                await self._write(JournalEntry(results, [f for f, _ in finishes]))
+            except asyncio.CancelledError:
+                error = RuntimeError("the stores were closed during the write")
+                for result_log, part, size in taken:
+                    result_log._settle(part, size, error)  # pyright: ignore[reportPrivateUsage]
+                for _, future in finishes:
+                    _settle(future, error)
+                raise
+            except Exception as exc:
+                if len(taken) + len(finishes) == 1:
+                    for result_log, part, size in taken:
+                        log.error("results of run %s could not be stored: %s", result_log.run_id, exc)
+                        result_log._settle(part, size, exc)  # pyright: ignore[reportPrivateUsage]
+                    for _, future in finishes:
+                        _settle(future, exc)
+                    continue
+                await self._one_by_one(taken, finishes)
+            else:
+                for result_log, part, size in taken:
+                    result_log._settle(part, size, None)  # pyright: ignore[reportPrivateUsage]
+                for _, future in finishes:
+                    _settle(future, None)
+
+    async def _one_by_one(
+        self,
+        taken: list[tuple[ResultLog[R], list[tuple[int, R]], int]],
+        finishes: list[tuple[F, asyncio.Future[None]]],
+    ) -> None:
+        # results first, run by run, then the ends: a run's end still comes after its results
+        for result_log, part, size in taken:
+            try:
+                await self._write(JournalEntry([record for _, record in part], []))
+            except Exception as exc:
+                log.error("results of run %s could not be stored: %s", result_log.run_id, exc)
+                result_log._settle(part, size, exc)  # pyright: ignore[reportPrivateUsage]
+            else:
+                result_log._settle(part, size, None)  # pyright: ignore[reportPrivateUsage]
+        for finish, future in finishes:
+            try:
+                await self._write(JournalEntry([], [finish]))
+            except Exception as exc:
+                _settle(future, exc)
+            else:
+                _settle(future, None)
+
+    async def aclose(self) -> None:
+        """Commit what is pending and refuse new run ends."""
+        self._closed = True
+        while self._drainer is not None and not self._drainer.done():
+            await asyncio.gather(self._drainer, return_exceptions=True)
+
+
+def _settle(future: asyncio.Future[None], error: BaseException | None) -> None:
+    if future.done():
+        return
+    if error is None:
+        future.set_result(None)
+    else:
+        future.set_exception(error)
