@@ -54,7 +54,8 @@ async def test_a_run_committed_before_kill_9_survives_and_is_closed_on_restart(t
         assert run is not None and (run.status, run.code) == ("failed", HOST_RESTARTED)
         replay = await stores.runs.results_after("run-durable", after_host_seq=0, limit=10)
         assert [(r.host_seq, r.type) for r in replay] == [(1, "run.failed")]
-        assert replay[0].payload["data"]["code"] == HOST_RESTARTED
+        payload = replay[0].payload
+        assert isinstance(payload, dict) and payload["data"]["code"] == HOST_RESTARTED
     finally:
         await stores.aclose()
         await engine.dispose()

@@ -104,7 +104,8 @@ async def test_finish_stores_results_transcript_records_and_outcome(stores: Host
     assert (run.status, run.ended_at, run.usage, run.code) == ("completed", 5_000, {"input_tokens": 3}, None)
     replay = await stores.runs.results_after("r1", after_host_seq=0, limit=100)
     assert [r.host_seq for r in replay] == list(range(1, 53))
-    assert replay[0].payload["data"] == {"chunk": "c1"}
+    payload = replay[0].payload
+    assert isinstance(payload, dict) and payload["data"] == {"chunk": "c1"}
     items, _ = await stores.transcript.page(conversation=C1, limit=10)
     assert [(i.role, i.content, i.seq) for i in items] == [
         ("user", "question", 1),
