@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import ipaddress
 import math
+import re
 from collections import Counter
 from typing import Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from agentrunner_host.models import AgentBinding, AgentConfig, BindingScope, EventFilter
 
@@ -138,6 +139,13 @@ class DefaultsConfig(_Section):
     """Its runner config."""
 
 
+EVENT_TYPE_PATTERN: Final = r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$"
+"""A stable dotted event type (``message.received``, ``schedule.triggered``): lower-case words joined by dots.
+A platform's own name (``"Message Received"``, ``FriendMessage``) belongs in ``source_event_type``."""
+
+_EVENT_TYPE = re.compile(EVENT_TYPE_PATTERN)
+
+
 class BindingSpec(_Section):
     """A binding as configured: which events go to which agent (``[[bindings]]`` and ``/v1/bindings``)."""
 
@@ -155,6 +163,16 @@ class BindingSpec(_Section):
     """Tie-breaker among equally specific bindings (higher wins)."""
     enabled: bool = True
     """Disabled bindings never match."""
+
+    @field_validator("event_types")
+    @classmethod
+    def _dotted_event_types(cls, value: list[str]) -> list[str]:
+        for event_type in value:
+            if event_type != "*" and not _EVENT_TYPE.match(event_type):
+                raise ValueError(
+                    f"event type {event_type!r} is not a stable dotted name such as message.received (or *)"
+                )
+        return value
 
     @model_validator(mode="after")
     def _scope_id(self) -> BindingSpec:

@@ -8,6 +8,7 @@ from agentrunner import ActorContext, AgentInput, SubjectContext
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 
 from agentrunner_host.config import BindingSpec
+from agentrunner_host.config.model import EVENT_TYPE_PATTERN
 from agentrunner_host.models import AgentConfig
 
 __all__ = [
@@ -64,8 +65,10 @@ class EventSubmission(_Body):
     event_id: str | None = Field(default=None, min_length=1, max_length=200)
     """Idempotency key; a second submission with the same id answers 409 with the first run's id.
     Generated when absent."""
-    event_type: str = Field(default="message.received", min_length=1, max_length=100)
-    """Event type."""
+    event_type: str = Field(
+        default="message.received", min_length=1, max_length=100, pattern=EVENT_TYPE_PATTERN
+    )
+    """Event type: a stable dotted name such as ``message.received`` (a platform's own name is refused)."""
     text: str | None = Field(default=None, max_length=100_000)
     """Shortcut for ``input.text``."""
     input: AgentInput | None = None
