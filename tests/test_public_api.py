@@ -156,6 +156,7 @@ _HOST_API = [
     "BindingNotFoundError",
     "BindingScope",
     "BindingSet",
+    "CodeExecutionDisabledError",
     "ConfigurationError",
     "ContextBuilder",
     "ConversationKey",
@@ -265,12 +266,14 @@ _MCP_API = [
     "CODEX_CONFIG_FILE",
     "DEFAULT_SERVER_NAME",
     "ExternalMCPBridge",
+    "HOST_BRIDGE_METADATA_KEY",
     "HarnessTransport",
     "NonLoopbackBindError",
     "PROXY_TOKEN_ENV",
     "PROXY_URL_ENV",
     "RunRegistration",
     "create_external_mcp_bridge",
+    "host_endpoint",
 ]
 
 

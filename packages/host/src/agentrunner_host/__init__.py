@@ -17,6 +17,7 @@ from .dispatcher import AuditRecord, BackCallDispatcher
 from .errors import (
     BindingConflictError,
     BindingNotFoundError,
+    CodeExecutionDisabledError,
     ConfigurationError,
     DuplicateEventError,
     HostError,
@@ -100,6 +101,7 @@ __all__ = (
     "ConfigurationError",
     "BindingConflictError",
     "BindingNotFoundError",
+    "CodeExecutionDisabledError",
     "DuplicateEventError",
     "RunnerNotFoundError",
     "RunnerUnavailableError",

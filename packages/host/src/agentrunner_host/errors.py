@@ -8,6 +8,7 @@ Exception tree::
     ├── BindingNotFoundError          no binding matches an event
     ├── RunnerNotFoundError           the runner id is not in the registry
     ├── RunnerUnavailableError        the runner exists but cannot be used (incompatible protocol, plugin down)
+    │   └── CodeExecutionDisabledError  it executes code and the operator did not enable such runners
     ├── RunNotFoundError              no such run
     ├── DuplicateEventError           the event id was already accepted (carries the first run's id)
     └── RunnerTransportError          the runner raised or its runtime failed; ``code`` goes into run.failed
@@ -18,6 +19,7 @@ from __future__ import annotations
 __all__ = [
     "BindingConflictError",
     "BindingNotFoundError",
+    "CodeExecutionDisabledError",
     "ConfigurationError",
     "DuplicateEventError",
     "HostError",
@@ -64,6 +66,21 @@ class RunnerUnavailableError(HostError):
     def __init__(self, runner_id: str, reason: str) -> None:
         super().__init__(f"runner {runner_id} unavailable: {reason}")
         self.runner_id = runner_id
+
+
+class CodeExecutionDisabledError(RunnerUnavailableError):
+    """The runner declares ``executes_code`` and code-executing runners are off (the default)."""
+
+    code = "runner.code_execution_disabled"
+    """Error code in API answers and host records."""
+
+    def __init__(self, runner_id: str, switch: str) -> None:
+        super().__init__(
+            runner_id,
+            f"it executes code (an external harness) and code-executing runners are disabled; "
+            f"the operator enables them with {switch} in the host config",
+        )
+        self.switch = switch
 
 
 class RunNotFoundError(HostError):

@@ -13,6 +13,7 @@ from .bindings import BindingSet
 from .catalog import ResourceCatalog, SelectorRegistry
 from .context_builder import ContextBuilder
 from .dispatcher import BackCallDispatcher
+from .harness import HarnessPolicy, HarnessSupport
 from .inprocess import InProcessConnection
 from .models import AgentBinding
 from .orchestrator import Orchestrator
@@ -58,6 +59,7 @@ class Host:
         cursor_key: bytes | None = None,
         host_version: str | None = None,
         max_timeout_seconds: float = 3600.0,
+        harness: HarnessPolicy | None = None,
     ) -> Host:
         """Wire a host. ``plugins`` maps plugin ids (``author/plugin``) to in-process runner instances.
 
@@ -87,6 +89,7 @@ class Host:
             bindings=BindingSet(bindings),
             stores=stores,
             pull=pull,
+            harness=HarnessSupport(harness, dispatcher) if harness is not None else None,
         )
         return cls(
             registry=registry,
@@ -101,3 +104,5 @@ class Host:
         await self.orchestrator.aclose()
         for conn in self.registry.connections():
             await conn.aclose()
+        if self.orchestrator.harness is not None:
+            await self.orchestrator.harness.aclose()

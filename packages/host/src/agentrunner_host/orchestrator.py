@@ -51,6 +51,7 @@ from .channel import Channel, ChannelClosed
 from .context_builder import ContextBuilder, HistoryHandles
 from .dispatcher import BackCallDispatcher, LiveRun
 from .errors import BindingNotFoundError, DuplicateEventError, HostError, RunnerTransportError
+from .harness import HarnessSupport, refuse_code_execution
 from .models import AgentBinding, AgentEventEnvelope
 from .registry import RunnerDescriptor, RunnerRegistry
 from .transport import RawResult
@@ -217,6 +218,7 @@ class Orchestrator:
         stores: Any = None,
         pull: Any = None,
         cancel_grace_seconds: float = 2.0,
+        harness: HarnessSupport | None = None,
     ) -> None:
         self.registry = registry
         self.snapshots = snapshots
@@ -226,6 +228,8 @@ class Orchestrator:
         self.stores = stores
         self.pull = pull
         self.cancel_grace_seconds = cancel_grace_seconds
+        self.harness = harness
+        """Support of code-executing runners; without it such runners are refused."""
         self._handles: dict[str, RunHandle] = {}
         self._sessions: dict[str, _SessionGate] = {}
 
@@ -270,6 +274,7 @@ class Orchestrator:
         """
         try:
             descriptor = await self.registry.get(binding.runner_id)
+            refuse_code_execution(descriptor, self.harness.policy if self.harness is not None else None)
         except HostError as exc:
             if not ingested:
                 await self._ingest(event)
@@ -331,6 +336,14 @@ class Orchestrator:
             if gate.users == 0:
                 del self._sessions[key]
 
+    def _harness_scope(
+        self, state: _RunState, request: AgentRunRequest
+    ) -> contextlib.AbstractAsyncContextManager[AgentRunRequest]:
+        """The workspace policy and bridge registration of a code-executing / bridge runner's run."""
+        if self.harness is None:
+            return contextlib.nullcontext(request)
+        return self.harness.scope(state.descriptor, request)
+
     def handle(self, run_id: str) -> RunHandle | None:
         """The handle of a live run."""
         return self._handles.get(run_id)
@@ -381,6 +394,7 @@ class Orchestrator:
             async with (
                 asyncio.timeout_at(_loop_time_for(state.snapshot.deadline_at)),
                 self._session_turn(state, request),
+                self._harness_scope(state, request) as request,
                 aclosing(conn.run(request)) as stream,
             ):
                 async for raw in stream:

@@ -18,7 +18,14 @@ from typing import TYPE_CHECKING, Any
 from .env import PROXY_TOKEN_ENV, PROXY_URL_ENV
 
 if TYPE_CHECKING:
-    from .bridge import CLAUDE_CONFIG_FILE, CODEX_CONFIG_FILE, ExternalMCPBridge, create_external_mcp_bridge
+    from .bridge import (
+        CLAUDE_CONFIG_FILE,
+        CODEX_CONFIG_FILE,
+        HOST_BRIDGE_METADATA_KEY,
+        ExternalMCPBridge,
+        create_external_mcp_bridge,
+        host_endpoint,
+    )
     from .errors import BridgeClosedError, BridgeError, BridgeNotStartedError, NonLoopbackBindError
     from .projections import BridgeEndpoint, HarnessTransport
     from .server import DEFAULT_SERVER_NAME, BridgeServer, RunRegistration
@@ -35,6 +42,8 @@ __all__ = (
     "HarnessTransport",
     "CLAUDE_CONFIG_FILE",
     "CODEX_CONFIG_FILE",
+    "HOST_BRIDGE_METADATA_KEY",
+    "host_endpoint",
     "PROXY_URL_ENV",
     "PROXY_TOKEN_ENV",
     # errors
@@ -52,6 +61,8 @@ _HOMES = {
     "ExternalMCPBridge": "bridge",
     "CLAUDE_CONFIG_FILE": "bridge",
     "CODEX_CONFIG_FILE": "bridge",
+    "HOST_BRIDGE_METADATA_KEY": "bridge",
+    "host_endpoint": "bridge",
     "BridgeEndpoint": "projections",
     "HarnessTransport": "projections",
     "BridgeError": "errors",

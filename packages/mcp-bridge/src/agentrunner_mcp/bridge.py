@@ -24,7 +24,31 @@ from .projections import (
 )
 from .server import BridgeServer, RunRegistration
 
-__all__ = ["CLAUDE_CONFIG_FILE", "CODEX_CONFIG_FILE", "ExternalMCPBridge", "create_external_mcp_bridge"]
+__all__ = [
+    "CLAUDE_CONFIG_FILE",
+    "CODEX_CONFIG_FILE",
+    "HOST_BRIDGE_METADATA_KEY",
+    "ExternalMCPBridge",
+    "create_external_mcp_bridge",
+    "host_endpoint",
+]
+
+HOST_BRIDGE_METADATA_KEY = "mcp_bridge"
+"""``runtime.metadata`` key under which a host passes the run's registration on its own bridge."""
+
+
+def host_endpoint(ctx: AgentRunContext) -> BridgeEndpoint | None:
+    """The endpoint the host registered this run on, if it did."""
+    raw = ctx.runtime.metadata.get(HOST_BRIDGE_METADATA_KEY)
+    if not isinstance(raw, dict):
+        return None
+    url, token, name, tools = raw.get("url"), raw.get("token"), raw.get("server_name"), raw.get("tool_names")
+    if not (
+        isinstance(url, str) and isinstance(token, str) and isinstance(name, str) and isinstance(tools, list)
+    ):
+        return None
+    return BridgeEndpoint(url=url, token=token, server_name=name, tool_names=tuple(str(t) for t in tools))
+
 
 CLAUDE_CONFIG_FILE = "agentrunner-mcp.json"
 """File name of the Claude Code ``--mcp-config`` document written by :meth:`ExternalMCPBridge.write_claude_config`."""
@@ -41,14 +65,23 @@ class ExternalMCPBridge:
     endpoint: BridgeEndpoint
     """Endpoint, token, server name and tool names."""
 
-    def __init__(self, registration: RunRegistration, server_name: str) -> None:
+    def __init__(
+        self,
+        registration: RunRegistration | None,
+        server_name: str,
+        *,
+        endpoint: BridgeEndpoint | None = None,
+    ) -> None:
         self._registration = registration
-        self.endpoint = BridgeEndpoint(
-            url=registration.url,
-            token=registration.token,
-            server_name=server_name,
-            tool_names=registration.tool_names,
-        )
+        if endpoint is None:
+            assert registration is not None
+            endpoint = BridgeEndpoint(
+                url=registration.url,
+                token=registration.token,
+                server_name=server_name,
+                tool_names=registration.tool_names,
+            )
+        self.endpoint = endpoint
 
     @property
     def url(self) -> str:
@@ -67,8 +100,8 @@ class ExternalMCPBridge:
 
     @property
     def closed(self) -> bool:
-        """The run's token has been revoked."""
-        return self._registration.closed
+        """The run's token has been revoked (a host-registered run: the host revokes it when the run ends)."""
+        return self._registration is not None and self._registration.closed
 
     @property
     def env(self) -> dict[str, str]:
@@ -82,7 +115,8 @@ class ExternalMCPBridge:
 
     def close(self) -> None:
         """Revoke the token now (the ``async with`` block does it on exit)."""
-        self._registration.close()
+        if self._registration is not None:
+            self._registration.close()
 
     # ---- Claude Code -----------------------------------------------------------------------------------
 
@@ -128,10 +162,17 @@ async def create_external_mcp_bridge(
 ) -> AsyncGenerator[ExternalMCPBridge]:
     """Expose the run's allowed tools to an external harness for the duration of the block.
 
-    Pass the host's long-lived *server* to register the run on it (milliseconds). Without one, a private
-    server is started for this run and stopped afterwards, which costs a server start-up per run.
+    When the host already registered the run on its long-lived bridge (``ctx.runtime.metadata['mcp_bridge']``
+    holds the endpoint and per-run token: ``agentrunner serve`` does this for runners declaring
+    ``mcp_bridge``), that registration is used and nothing is started. Otherwise pass a long-lived *server*
+    to register the run on it (milliseconds); without one, a private server is started for this run and
+    stopped afterwards, which costs a server start-up per run.
     On exit the run's token is revoked, so a harness still running can no longer reach the run.
     """
+    hosted = host_endpoint(ctx) if server is None else None
+    if hosted is not None:
+        yield ExternalMCPBridge(None, hosted.server_name, endpoint=hosted)
+        return
     own = server is None
     bridge_server = BridgeServer() if server is None else server
     if own:

@@ -22,6 +22,7 @@ from .model import (
     HostConfig,
     HttpConfig,
     RunnersConfig,
+    SecurityConfig,
     is_loopback_host,
     token_weakness,
 )
@@ -50,6 +51,7 @@ __all__ = (
     "HostConfig",
     "HttpConfig",
     "RunnersConfig",
+    "SecurityConfig",
     "DefaultsConfig",
     "BindingSpec",
     "DEFAULT_HTTP_PORT",

@@ -24,6 +24,7 @@ __all__ = [
     "HostConfig",
     "HttpConfig",
     "RunnersConfig",
+    "SecurityConfig",
     "MIN_TOKEN_BITS",
     "MIN_TOKEN_LENGTH",
     "is_loopback_host",
@@ -127,6 +128,21 @@ class RunnersConfig(_Section):
     """Plugin directories (each holds plugin folders with a ``manifest.yaml``); always run out of process."""
 
 
+class SecurityConfig(_Section):
+    """``[security]``: what the operator allows runners to do."""
+
+    allow_code_executing_runners: bool = False
+    """Run runners whose manifest declares ``executes_code`` (Claude Code, Codex): they run a model's code
+    on this machine. Off by default: such runners are refused at start-up and on every event."""
+    harness_workspace_roots: list[str] = []
+    """Directories a code-executing runner's ``working-directory`` may be inside (checked after realpath);
+    per-conversation workspaces under ``<data_dir>/harness`` are always allowed."""
+    harness_mcp_servers: list[str] = []
+    """Names of extra MCP servers a binding may give a harness (``mcp-config-json``); none by default."""
+    allow_danger_full_access: bool = False
+    """Allow Codex's ``danger-full-access`` sandbox in a binding's config."""
+
+
 class DefaultsConfig(_Section):
     """``[defaults]``: the zero-configuration behaviour."""
 
@@ -217,6 +233,8 @@ class HostConfig(_Section):
     """Runner sources."""
     defaults: DefaultsConfig = DefaultsConfig()
     """Zero-configuration behaviour."""
+    security: SecurityConfig = SecurityConfig()
+    """What runners may do."""
     models: list[ModelConfig] = []
     """Model providers."""
     mcp_servers: list[MCPServerConfig] = []

@@ -7,6 +7,7 @@ from starlette.responses import JSONResponse
 from agentrunner_host.errors import (
     BindingConflictError,
     BindingNotFoundError,
+    CodeExecutionDisabledError,
     ConfigurationError,
     DuplicateEventError,
     HostError,
@@ -71,6 +72,8 @@ def from_host_error(exc: HostError) -> ApiError:
             return ApiError(422, "invalid_definition", exc.message)
         case ConfigurationError():
             return ApiError(422, "invalid_configuration", exc.message)
+        case CodeExecutionDisabledError():
+            return ApiError(403, "code_execution_disabled", exc.message)
         case RunnerNotFoundError() | RunnerUnavailableError():
             return ApiError(503, "runner_unavailable", exc.message)
         case _:

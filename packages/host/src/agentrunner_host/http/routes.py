@@ -526,6 +526,11 @@ ENDPOINTS: Final[tuple[Endpoint, ...]] = (
                 ErrorBody,
                 "The event id was already submitted (`duplicate_event`, with the first `run_id`).",
             ),
+            403: (
+                ErrorBody,
+                "The bound runner executes code and the operator has not enabled such runners "
+                "(`code_execution_disabled`; `[security] allow_code_executing_runners`).",
+            ),
             413: (ErrorBody, "The body is too large."),
             503: (ErrorBody, "The bound runner is unavailable, or the host is shutting down."),
         },

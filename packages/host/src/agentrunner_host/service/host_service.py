@@ -40,6 +40,7 @@ from agentrunner_host.config import (
 )
 from agentrunner_host.db import alembic_config, create_engine, current_revision, upgrade
 from agentrunner_host.errors import DuplicateEventError, HostError, RunnerNotFoundError
+from agentrunner_host.harness import HarnessPolicy, refuse_code_execution
 from agentrunner_host.host import Host
 from agentrunner_host.models import AgentEventEnvelope
 from agentrunner_host.orchestrator import DeliveredResult
@@ -248,6 +249,7 @@ class HostService:
                 tools=providers.tools,
                 knowledge=providers.knowledge,
                 max_timeout_seconds=config.max_timeout_seconds,
+                harness=_harness_policy(settings),
             )
             stack.push_async_callback(host.aclose)
             runtime = None
@@ -289,6 +291,7 @@ class HostService:
                 default_runner_config=default_config,
             )
             host.orchestrator.bindings = directory.binding_set()
+            await _check_code_executing_agents(host, directory)
             service = cls(
                 settings=settings,
                 engine=engine,
@@ -496,6 +499,33 @@ class HostService:
             names = ", ".join(f.plugin_id or f.source for f in failed)
             detail += f"; {len(failed)} plugin(s) failed to load: {names}"
         return True, detail
+
+
+def _harness_policy(settings: Settings) -> HarnessPolicy:
+    security = settings.config.security
+    return HarnessPolicy(
+        allow_code_executing_runners=security.allow_code_executing_runners,
+        workspace_root=settings.data_dir / "harness",
+        allowed_roots=tuple(security.harness_workspace_roots),
+        mcp_servers=tuple(security.harness_mcp_servers),
+        allow_danger_full_access=security.allow_danger_full_access,
+    )
+
+
+async def _check_code_executing_agents(host: Host, directory: AgentDirectory) -> None:
+    """Refuse, at load time, agents whose runner executes code while the operator has not enabled such
+    runners; start the one MCP bridge when an agent's runner needs it."""
+    harness = host.orchestrator.harness
+    needs_bridge = False
+    for entry in directory.agents():
+        try:
+            descriptor = await host.registry.get(entry.agent.runner_id)
+        except HostError:
+            continue  # unknown runners are reported when an event reaches them
+        refuse_code_execution(descriptor, harness.policy if harness is not None else None)
+        needs_bridge = needs_bridge or descriptor.manifest.capabilities.mcp_bridge
+    if needs_bridge and harness is not None:
+        await harness.start_bridge()
 
 
 def _refuse_secret_literals(settings: Settings, plugins: Mapping[str, list[AgentRunner]]) -> None:
