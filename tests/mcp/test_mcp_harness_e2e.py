@@ -29,7 +29,9 @@ CLAUDE = os.environ.get("AGENTRUNNER_CLAUDE_BIN")
 CODEX = os.environ.get("AGENTRUNNER_CODEX_BIN")
 if os.environ.get("AGENTRUNNER_REQUIRE_HARNESS") == "1" and (CLAUDE is None or CODEX is None):
     # CI installs both CLIs (.ci/harness-clis.sh): a missing one is a failure there, not a skip.
-    raise RuntimeError("AGENTRUNNER_REQUIRE_HARNESS=1 but AGENTRUNNER_CLAUDE_BIN / AGENTRUNNER_CODEX_BIN is unset")
+    raise RuntimeError(
+        "AGENTRUNNER_REQUIRE_HARNESS=1 but AGENTRUNNER_CLAUDE_BIN / AGENTRUNNER_CODEX_BIN is unset"
+    )
 PAGE = {"items": [], "next_cursor": "cursor-from-host", "has_more": True}
 
 
