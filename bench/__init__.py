@@ -21,5 +21,8 @@ SUITES: list[SuiteRef] = [
     SuiteRef("mcp", "bench.mcp_bridge", "MCP bridge: a tool call vs raw mcp over HTTP, and per-run set-up"),
     SuiteRef("conformance", "bench.conformance_check", "Conformance kit: a fuzzed echo run vs a bare one"),
     SuiteRef("runtime", "bench.runtime_wire", "Plugin runtime: back-calls and runs over stdio vs raw floors"),
+    SuiteRef(
+        "api_runners", "bench.http_runners", "HTTP-API runners: a streamed run against a fake vs a bare httpx client"
+    ),
 ]
 """Every suite, in the order they run and appear in the table."""

@@ -6,8 +6,11 @@ import json
 from collections.abc import Mapping
 
 import pytest
+from agentrunner import RunFailedResult
+from agentrunner.testing import FakeHost
 from agentrunner_http_kit import PlatformError
-from agentrunner_runner_tbox import TboxConfig
+from agentrunner_http_kit.testing import run_context
+from agentrunner_runner_tbox import TboxConfig, TboxRunner
 from agentrunner_runner_tbox.events import TboxReply, error_from_body
 from agentrunner_runner_tbox.runner import request_body
 from pydantic import JsonValue
@@ -99,3 +102,15 @@ def test_config_and_request_body() -> None:
             TboxConfig.from_mapping(bad)
         assert caught.value.kind == "config_invalid"
         assert caught.value.details == {"field": name}
+
+
+async def test_an_image_given_only_as_a_url_fails_input_error_before_the_chat_call() -> None:
+    """Tbox takes uploaded files only: a URL input is refused, never dropped (no request is made)."""
+    image = {"type": "image", "url": "https://example.com/cat.png", "mime_type": "image/png"}
+    config = {"api-key": "tok-1234", "app-id": "a", "base-url": "http://127.0.0.1:9"}
+    ctx = run_context(config=config, text="what is it?", contents=[image])
+    results = [r async for r in TboxRunner().run(ctx, FakeHost().api(ctx))]
+    [failed] = results
+    assert isinstance(failed, RunFailedResult)
+    assert failed.data.code == "tbox.input_error"
+    assert "URL" in failed.data.message
