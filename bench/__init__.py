@@ -22,7 +22,9 @@ SUITES: list[SuiteRef] = [
     SuiteRef("conformance", "bench.conformance_check", "Conformance kit: a fuzzed echo run vs a bare one"),
     SuiteRef("runtime", "bench.runtime_wire", "Plugin runtime: back-calls and runs over stdio vs raw floors"),
     SuiteRef(
-        "api_runners", "bench.http_runners", "HTTP-API runners: a streamed run against a fake vs a bare httpx client"
+        "api_runners",
+        "bench.http_runners",
+        "HTTP-API runners: a streamed run against a fake vs a bare httpx client",
     ),
 ]
 """Every suite, in the order they run and appear in the table."""
