@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agentrunner_http_kit.testing import FakePlatform, HostHarness
-from agentrunner_runner_coze import CONVERSATION_KEY, RUNNER_ID
+from agentrunner_http_kit.testing import FakePlatform, HostHarness, migrate_legacy
+from agentrunner_runner_coze import CONVERSATION_KEY, MANIFEST, RUNNER_ID
 from coze_fake import SENTINEL_TOKEN, CozeFake
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x01" * 32
@@ -175,3 +175,27 @@ async def test_cancelling_mid_stream_closes_the_connection(host: HostHarness, co
     await coze.platform.disconnected.wait()
     reply = await host.reply(run_id)
     assert reply.status == "failed" and reply.code == "cancelled"
+
+
+async def test_a_legacy_coze_pipeline_migrates_starts_and_answers(tmp_path: Path, coze: CozeFake) -> None:
+    legacy = {
+        "ai": {
+            "runner": {"runner": "coze-api"},
+            "coze-api": {
+                "api-key": SENTINEL_TOKEN,
+                "bot-id": "bot-1",
+                "api-base": coze.platform.base_url,
+                "auto-save-history": True,
+                "timeout": 120,
+            },
+        }
+    }
+    agent = migrate_legacy(legacy, MANIFEST)
+    assert agent.runner_id == RUNNER_ID
+    assert agent.runner_config["api-key"] == {"env": "COZE_AGENT_API_KEY"}
+    async with HostHarness.open(
+        tmp_path, runner_id=agent.runner_id, runner_config=agent.runner_config, environ=agent.variables
+    ) as host:
+        reply = await host.send("hello from a legacy pipeline")
+    assert reply.status == "completed", reply.run
+    assert reply.text == "Hi from Coze"

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agentrunner_http_kit.testing import FakePlatform, HostHarness
-from agentrunner_runner_dify import CONVERSATION_KEY, RUNNER_ID, WORKFLOW_SESSION_KEY
+from agentrunner_http_kit.testing import FakePlatform, HostHarness, migrate_legacy
+from agentrunner_runner_dify import CONVERSATION_KEY, MANIFEST, RUNNER_ID, WORKFLOW_SESSION_KEY
 from dify_fake import SENTINEL_KEY, DifyFake
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 64
@@ -227,3 +227,26 @@ async def test_a_workflow_app_runs_with_stable_session_inputs(tmp_path: Path, di
     assert second.status == "completed" and second.state_updates == {}
     assert failed.code == "dify.api_error"
     assert [t["tool_name"] for t in first.of_type("tool.call.started")] == ["LLM"]  # start/end nodes skipped
+
+
+async def test_a_legacy_dify_pipeline_migrates_starts_and_answers(tmp_path: Path, dify: DifyFake) -> None:
+    legacy = {
+        "ai": {
+            "runner": {"runner": "dify-service-api", "expire-time": 0},
+            "dify-service-api": {
+                "base-url": dify.base_url,
+                "api-key": SENTINEL_KEY,
+                "app-type": "chat",
+                "timeout": 30,
+            },
+        }
+    }
+    agent = migrate_legacy(legacy, MANIFEST)
+    assert agent.runner_id == RUNNER_ID
+    assert agent.runner_config["api-key"] == {"env": "DIFY_AGENT_API_KEY"}
+    async with HostHarness.open(
+        tmp_path, runner_id=agent.runner_id, runner_config=agent.runner_config, environ=agent.variables
+    ) as host:
+        reply = await host.send("hello from a legacy pipeline")
+    assert reply.status == "completed", reply.run
+    assert reply.text == "Hello there"

@@ -53,6 +53,8 @@ def test_the_testing_module_exports_its_helpers() -> None:
             "Handler",
             "fake_platform_in_thread",
             "HostHarness",
+            "MigratedAgent",
+            "migrate_legacy",
             "RecordedFile",
             "RecordedForm",
             "RecordedRequest",

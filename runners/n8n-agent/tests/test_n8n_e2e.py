@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agentrunner_http_kit.testing import FakePlatform, HostHarness
-from agentrunner_runner_n8n import CONVERSATION_KEY, RUNNER_ID, SESSION_KEY
+from agentrunner_http_kit.testing import FakePlatform, HostHarness, migrate_legacy
+from agentrunner_runner_n8n import CONVERSATION_KEY, MANIFEST, RUNNER_ID, SESSION_KEY
 from n8n_fake import (
     HEADER_NAME,
     SENTINEL_HEADER_VALUE,
@@ -216,3 +216,29 @@ async def test_cancelling_mid_stream_closes_the_connection(host: HostHarness, n8
     await n8n.platform.disconnected.wait()
     reply = await host.reply(run_id)
     assert reply.status == "failed" and reply.code == "cancelled"
+
+
+async def test_a_legacy_n8n_pipeline_migrates_starts_and_answers(tmp_path: Path, n8n: N8nFake) -> None:
+    legacy = {
+        "ai": {
+            "runner": {"runner": "n8n-service-api"},
+            "n8n-service-api": {
+                "webhook-url": n8n.url("header"),
+                "auth-type": "header",
+                "header-name": HEADER_NAME,
+                "header-value": SENTINEL_HEADER_VALUE,
+                "timeout": 120,
+                "output-key": "response",
+            },
+        }
+    }
+    agent = migrate_legacy(legacy, MANIFEST)
+    assert agent.runner_id == RUNNER_ID
+    assert agent.runner_config["header-value"] == {"env": "N8N_AGENT_HEADER_VALUE"}
+    assert agent.runner_config["auth-type"] == "header"  # a literal: the schema says it is not secret
+    async with HostHarness.open(
+        tmp_path, runner_id=agent.runner_id, runner_config=agent.runner_config, environ=agent.variables
+    ) as host:
+        reply = await host.send("hello from a legacy pipeline")
+    assert reply.status == "completed", reply.run
+    assert reply.text == "Hello from n8n"

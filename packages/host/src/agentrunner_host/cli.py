@@ -151,8 +151,13 @@ def build_parser() -> argparse.ArgumentParser:
     db = commands.add_parser("db", help="database maintenance").add_subparsers(dest="action", required=True)
     db.add_parser("upgrade", parents=[common], help="migrate the database to the newest revision")
 
-    migrate = commands.add_parser("migrate-config", help="convert a legacy pipeline configuration (dry run)")
-    migrate.add_argument("file", help="legacy pipeline configuration (JSON)")
+    migrate = commands.add_parser("migrate-config", help="convert legacy pipeline configurations (dry run)")
+    migrate.add_argument("file", nargs="+", help="legacy pipeline configuration (JSON), one per pipeline")
+    migrate.add_argument(
+        "--strict",
+        action="store_true",
+        help="exit non-zero when a pipeline's runner is not installed",
+    )
     return parser
 
 
@@ -532,24 +537,64 @@ def _cmd_db(args: argparse.Namespace, out: TextIO) -> int:
 
 def _cmd_migrate_config(args: argparse.Namespace, out: TextIO) -> int:
     try:
-        from agentrunner_host.legacy.migration import diff, migrate_pipeline_config
+        from agentrunner_host.legacy.migration import (
+            diff,
+            externalize_secrets,
+            migrate_pipeline_config,
+            redact_sources,
+        )
     except ImportError:
         raise CliError(
             "migrate-config is not available in this build (agentrunner_host.legacy is missing)"
         ) from None
-    path = Path(args.file)
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise CliError(f"{path}: {exc.strerror}") from None
-    legacy = _json_object(raw, what=str(path))
-    result = migrate_pipeline_config(legacy)
-    if not result.changed:
-        out.write("nothing to migrate\n")
-    else:
-        out.write(diff(legacy, result.config))
-    for warning in result.warnings:
-        sys.stderr.write(f"warning: {warning}\n")
+    from agentrunner_host.context_builder import is_secret_name
+    from agentrunner_host.service.host_service import installed_manifests
+
+    manifests = installed_manifests()
+
+    def is_secret(runner_id: str, name: str) -> bool:
+        # The installed runner's schema decides; a runner that is not installed gets the name guess.
+        manifest = manifests.get(runner_id)
+        if manifest is not None and any(item.name == name for item in manifest.config_schema):
+            return name in manifest.secret_fields()
+        return is_secret_name(name)
+
+    taken: dict[str, str] = {}
+    missing = 0
+    for file in args.file:
+        path = Path(file)
+        try:
+            raw = path.read_bytes()
+        except OSError as exc:
+            raise CliError(f"{path}: {exc.strerror}") from None
+        legacy = _json_object(raw, what=str(path))
+        result = externalize_secrets(
+            legacy, migrate_pipeline_config(legacy), is_secret=is_secret, taken=taken
+        )
+        if len(args.file) > 1:
+            out.write(f"# {path}\n")
+        if not result.changed:
+            out.write("nothing to migrate\n")
+        else:
+            shown = redact_sources(legacy, result.env)
+            out.write(diff(shown, result.config, old_name=f"{path} (before)", new_name=f"{path} (after)"))
+        for warning in result.warnings:
+            sys.stderr.write(f"warning: {path}: {warning}\n")
+        if result.runner_id is None:
+            sys.stderr.write(f"warning: {path}: no runner is configured\n")
+        elif result.runner_id not in manifests:
+            missing += 1
+            sys.stderr.write(
+                f"warning: {path}: runner {result.runner_id} is not installed; install its plugin before "
+                "starting the host\n"
+            )
+        else:
+            sys.stderr.write(f"{path}: runner {result.runner_id} is installed\n")
+        for reference in result.env:
+            where = ".".join(reference.source)
+            sys.stderr.write(f"set {reference.variable}: the value of {where} in {path}\n")
+    if missing and args.strict:
+        return EXIT_FAILURE
     return EXIT_OK
 
 

@@ -25,9 +25,10 @@ from urllib.parse import parse_qsl
 
 import httpx
 import uvicorn
-from agentrunner import AgentRunContext
+from agentrunner import AgentRunContext, AgentRunnerManifest
 from agentrunner_host.config import load_settings
 from agentrunner_host.http import create_app
+from agentrunner_host.legacy import externalize_secrets, migrate_pipeline_config, resolve_runner_config
 from agentrunner_host.service import HostService
 from agentrunner_host.stores.artifacts import ArtifactOwner
 from httpx_sse import aconnect_sse
@@ -39,6 +40,8 @@ __all__ = [
     "Handler",
     "fake_platform_in_thread",
     "HostHarness",
+    "MigratedAgent",
+    "migrate_legacy",
     "RecordedFile",
     "RecordedForm",
     "RecordedRequest",
@@ -521,6 +524,40 @@ class HostHarness:
         )
         ref = artifacts.to_metadata(record).model_dump(mode="json")
         return {"type": "image", "artifact": ref, "mime_type": mime_type}
+
+
+@dataclass(frozen=True, slots=True)
+class MigratedAgent:
+    """What ``agentrunner migrate-config`` makes of a legacy pipeline, ready for :meth:`HostHarness.open`."""
+
+    runner_id: str
+    """The runner id the pipeline names after migration."""
+    runner_config: dict[str, Any]
+    """Its runner config, credentials as ``{"env": "VAR"}``."""
+    variables: dict[str, str]
+    """The environment the host needs: variable → the value the legacy file held."""
+
+
+def migrate_legacy(legacy: Mapping[str, Any], manifest: AgentRunnerManifest) -> MigratedAgent:
+    """Migrate a legacy pipeline configuration as the CLI does (the runner's schema decides what is secret)."""
+    result = externalize_secrets(
+        legacy,
+        migrate_pipeline_config(legacy),
+        is_secret=lambda runner_id, name: runner_id == manifest.id and name in manifest.secret_fields(),
+    )
+    assert result.runner_id is not None, result.warnings
+    values: dict[str, str] = {}
+    source_ai = cast(dict[str, Any], legacy.get("ai", {}))
+    for reference in result.env:
+        node: Any = {"ai": source_ai}
+        for key in reference.source:
+            node = node[key]
+        values[reference.variable] = str(node)
+    return MigratedAgent(
+        runner_id=result.runner_id,
+        runner_config=resolve_runner_config(result.config, result.runner_id),
+        variables=values,
+    )
 
 
 def run_context(

@@ -3,11 +3,14 @@ entry that turns a pipeline message into an event and a binding."""
 
 from .migration import (
     LEGACY_RUNNERS,
+    EnvReference,
     MigrationChange,
     MigrationResult,
     diff,
     expire_seconds,
+    externalize_secrets,
     migrate_pipeline_config,
+    redact_sources,
     resolve_runner_config,
     resolve_runner_id,
 )
@@ -28,6 +31,9 @@ from .pipeline import (
 __all__ = [
     # migration
     "LEGACY_RUNNERS",
+    "EnvReference",
+    "externalize_secrets",
+    "redact_sources",
     "MigrationChange",
     "MigrationResult",
     "diff",

@@ -7,19 +7,27 @@ the migrated fields (:func:`resolve_runner_id`, :func:`resolve_runner_config`).
 
 :func:`migrate_pipeline_config` never edits its input, keeps every key it does not know, reports each change,
 and is idempotent: migrating a migrated configuration changes nothing. :func:`diff` renders a dry run.
+
+:func:`externalize_secrets` then replaces literal credentials in the runner configs by ``{"env": "VAR"}``
+references (a runner's schema decides what is secret when it is installed; names are guessed otherwise) and
+lists the variables to set, so no key is copied into the new configuration.
 """
 
 from __future__ import annotations
 
 import copy
 import difflib
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, cast
 
 import orjson
 
 __all__ = [
+    "EnvReference",
+    "externalize_secrets",
+    "redact_sources",
     "LEGACY_RUNNERS",
     "MigrationChange",
     "MigrationResult",
@@ -66,6 +74,8 @@ class MigrationResult:
     """Changes, in the order they were made."""
     warnings: list[str] = field(default_factory=list[str])
     """What could not be migrated and was left as it was."""
+    env: list[EnvReference] = field(default_factory=list["EnvReference"])
+    """Literal credentials replaced by environment references (:func:`externalize_secrets`)."""
 
     @property
     def changed(self) -> bool:
@@ -189,3 +199,90 @@ def expire_seconds(config: Mapping[str, Any]) -> int:
     if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
         return 0
     return int(value)
+
+
+# -- literal credentials out of the configuration --------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class EnvReference:
+    """A literal credential the migration replaced by ``{"env": variable}``."""
+
+    variable: str
+    """The environment variable to set (to the value found at *source*)."""
+    runner_id: str
+    """The runner whose config field it is."""
+    field: str
+    """The config field."""
+    source: tuple[str, ...]
+    """Where the value was in the legacy configuration (key path)."""
+
+
+def _env_name(runner_id: str, name: str) -> str:
+    plugin = runner_id.split("/")[1] if runner_id.count("/") >= 2 else runner_id
+    return re.sub(r"[^A-Z0-9]+", "_", f"{plugin}_{name}".upper()).strip("_")
+
+
+def externalize_secrets(
+    legacy: Mapping[str, Any],
+    result: MigrationResult,
+    *,
+    is_secret: Callable[[str, str], bool],
+    taken: dict[str, str] | None = None,
+) -> MigrationResult:
+    """A copy of *result* whose runner configs hold ``{"env": "VAR"}`` instead of literal credentials.
+
+    *is_secret(runner_id, field)* decides (the installed runner's schema, else a name guess). Variable names are
+    ``<PLUGIN>_<FIELD>`` (``DIFY_AGENT_API_KEY``); *taken* maps names already handed out (across pipelines of one
+    run) to their values, so one value keeps one name and a different value gets a numbered name. Values are
+    never part of the result.
+    """
+    taken = {} if taken is None else taken
+    config = copy.deepcopy(result.config)
+    configs = _dict((_dict(config.get("ai")) or {}).get("runner_config")) or {}
+    moved = {runner_id: name for name, runner_id in LEGACY_RUNNERS.items()}
+    source_ai = _dict(legacy.get("ai")) or {}
+    env: list[EnvReference] = []
+    changes = list(result.changes)
+    for runner_id, block in configs.items():
+        fields = _dict(block)
+        if fields is None:
+            continue
+        legacy_name = moved.get(runner_id)
+        from_legacy = legacy_name is not None and legacy_name in source_ai
+        source_root = (
+            ("ai", legacy_name) if from_legacy and legacy_name else ("ai", "runner_config", runner_id)
+        )
+        for name, value in fields.items():
+            if not isinstance(value, str) or not value or not is_secret(runner_id, name):
+                continue
+            base = _env_name(runner_id, name)
+            variable, number = base, 1
+            while variable in taken and taken[variable] != value:
+                number += 1
+                variable = f"{base}_{number}"
+            taken[variable] = value
+            fields[name] = {"env": variable}
+            env.append(EnvReference(variable, runner_id, name, (*source_root, name)))
+            changes.append(
+                MigrationChange(
+                    "set",
+                    f"ai.runner_config[{runner_id!r}].{name}",
+                    f'literal credential replaced by {{"env": "{variable}"}}; set {variable} to its value',
+                )
+            )
+    return MigrationResult(
+        config=config, runner_id=result.runner_id, changes=changes, warnings=list(result.warnings), env=env
+    )
+
+
+def redact_sources(legacy: Mapping[str, Any], env: list[EnvReference]) -> dict[str, Any]:
+    """A copy of the legacy configuration with the credentials *env* names masked (for showing a diff)."""
+    shown: dict[str, Any] = copy.deepcopy(dict(legacy))
+    for reference in env:
+        node: dict[str, Any] | None = shown
+        for key in reference.source[:-1]:
+            node = _dict(node.get(key)) if node is not None else None
+        if node is not None and reference.source[-1] in node:
+            node[reference.source[-1]] = "***"
+    return shown
