@@ -1,7 +1,7 @@
 """HTTP-API runners against their loopback fakes, next to a bare httpx client doing the same request.
 
-Each row is one streamed run of an official runner (DashScope, Langflow, Tbox) driven directly (``runner.run``
-consumed to the end: 50 ``message.delta`` + ``message.completed`` + ``state.updated`` + ``run.completed``)
+Each row is one streamed run of an official runner (Dify, n8n, Coze, DashScope, Langflow, Tbox) driven directly
+(``runner.run`` consumed to the end: 50 ``message.delta`` + ``message.completed`` + ``state.updated`` + ``run.completed``)
 against the fake of its platform answering 50 chunks, each written separately. The floor is what a hand-written
 client needs for the same answer: a fresh ``httpx.AsyncClient`` per request (a one-shot client, as the runner
 opens one per run; both reuse one SSL context), the same POST, the stream read with httpx-sse (Langflow: blank-line separated JSON read with ``json.loads`` per object),
@@ -83,9 +83,43 @@ def _tbox_frames() -> list[str]:
     ]
 
 
+def _dify_frames() -> list[str]:
+    ids = {"conversation_id": "0f5c7c1e-8a3e-4a7e-9a55-0d6c8a3a9b11", "message_id": "m-1", "task_id": "t-1"}
+    frames = [f"data: {_dumps({'event': 'message', **ids, 'answer': 'tok '})}\n\n" for _ in range(CHUNKS)]
+    usage = {"prompt_tokens": 5, "completion_tokens": CHUNKS, "total_tokens": CHUNKS + 5}
+    frames.append(f"data: {_dumps({'event': 'message_end', **ids, 'metadata': {'usage': usage}})}\n\n")
+    return frames
+
+
+def _n8n_chunks() -> list[str]:
+    meta = {"nodeId": "n-1", "nodeName": "Agent", "itemIndex": 0, "runIndex": 0}
+    items = [{"type": "begin", "metadata": meta}]
+    items += [{"type": "item", "content": "tok ", "metadata": meta} for _ in range(CHUNKS)]
+    items.append({"type": "end", "metadata": meta})
+    return [_dumps(item) + "\n" for item in items]
+
+
+def _coze_frames() -> list[str]:
+    chat = {"id": "chat-1", "conversation_id": "c-1", "bot_id": "bot-1"}
+    delta = {**chat, "role": "assistant", "type": "answer", "content": "tok ", "content_type": "text"}
+    usage = {"token_count": CHUNKS + 5, "output_count": CHUNKS, "input_count": 5}
+    return [
+        f"event:conversation.chat.created\ndata:{_dumps({**chat, 'status': 'created'})}\n\n",
+        *(f"event:conversation.message.delta\ndata:{_dumps(delta)}\n\n" for _ in range(CHUNKS)),
+        f"event:conversation.chat.completed\ndata:{_dumps({**chat, 'status': 'completed', 'usage': usage})}\n\n",
+        'event:done\ndata:"[DONE]"\n\n',
+    ]
+
+
 def _sse_text(data: str) -> str:
-    """The floor's parse of one SSE frame (DashScope, Tbox)."""
+    """The floor's parse of one SSE frame (Dify, Coze, DashScope, Tbox)."""
     frame = json.loads(data)
+    if not isinstance(frame, dict):
+        return ""  # Coze's done frame: the JSON string "[DONE]"
+    if "answer" in frame:
+        return frame["answer"]
+    if frame.get("type") == "answer":
+        return frame.get("content") or ""
     if "output" in frame:
         return frame["output"].get("text") or ""
     payload = json.loads(frame.get("payload") or "{}")
@@ -100,6 +134,7 @@ def _bare_client(
     body: dict[str, Any],
     params: dict[str, str] | None,
     sse: bool,
+    separator: str = "\n\n",
 ) -> Callable[[], Awaitable[str]]:
     async def run() -> str:
         pieces: list[str] = []
@@ -115,12 +150,14 @@ def _bare_client(
                 buffer = ""
                 async for chunk in response.aiter_text():
                     buffer += chunk
-                    *whole, buffer = buffer.split("\n\n")
+                    *whole, buffer = buffer.split(separator)
                     for item in whole:
                         if item.strip():
                             frame = json.loads(item)
                             if frame.get("event") == "token":
                                 pieces.append(frame["data"]["chunk"])
+                            elif frame.get("type") == "item":
+                                pieces.append(frame["content"])
         text = "".join(pieces)
         assert text == "tok " * CHUNKS, text[:80]
         return text
@@ -128,21 +165,26 @@ def _bare_client(
     return run
 
 
-def _runner_run(runner: AgentRunner, config: dict[str, Any]) -> Callable[[], Awaitable[None]]:
+def _runner_run(
+    runner: AgentRunner, config: dict[str, Any], *, state_updates: int = 1
+) -> Callable[[], Awaitable[None]]:
     fake_host = FakeHost()
 
     async def run() -> None:
         ctx = run_context(config=config, text="hello", streaming=True)
         results = [result async for result in runner.run(ctx, fake_host.api(ctx))]
         assert results[-1].type == "run.completed", results[-1]
-        assert len(results) == CHUNKS + 3, len(results)
+        assert len(results) == CHUNKS + 2 + state_updates, len(results)
 
     return run
 
 
 def measures(ctx: SuiteContext) -> list[Measure]:
+    from agentrunner_runner_coze import CozeRunner
     from agentrunner_runner_dashscope import DashScopeRunner
+    from agentrunner_runner_dify import DifyRunner
     from agentrunner_runner_langflow import LangflowRunner
+    from agentrunner_runner_n8n import N8nRunner
     from agentrunner_runner_tbox import TboxRunner
 
     fake = FakePlatform()
@@ -155,11 +197,71 @@ def measures(ctx: SuiteContext) -> list[Measure]:
     fake.route("POST", "/api/v1/apps/app-1/completion", FakeResponse.sse(_dashscope_frames()))
     fake.route("POST", "/api/v1/run/flow-1", FakeResponse.sse(_langflow_frames()))
     fake.route("POST", "/api/chat", FakeResponse.sse(_tbox_frames()))
+    fake.route("POST", "/v1/chat-messages", FakeResponse.sse(_dify_frames()))
+    fake.route("POST", "/webhook/bench", FakeResponse(chunks=_n8n_chunks(), content_type="application/json"))
+    fake.route("POST", "/v3/chat", FakeResponse.sse(_coze_frames()))
 
     dashscope_config = {"api-key": _KEY, "app-id": "app-1", "base-url": f"{base}/api/v1"}
     langflow_config = {"api-key": _KEY, "flow-id": "flow-1", "base-url": base}
     tbox_config = {"api-key": _KEY, "app-id": "app-1", "base-url": base}
+    dify_config = {"api-key": _KEY, "base-url": f"{base}/v1"}
+    n8n_config = {
+        "webhook-url": f"{base}/webhook/bench",
+        "auth-type": "header",
+        "header-name": "X-Key",
+        "header-value": _KEY,
+    }
+    coze_config = {"api-key": _KEY, "bot-id": "bot-1", "api-base": base}
     cases = [
+        (
+            "Dify",
+            _runner_run(DifyRunner(), dify_config),
+            _bare_client(
+                verify,
+                f"{base}/v1/chat-messages",
+                headers={"Authorization": f"Bearer {_KEY}"},
+                body={
+                    "inputs": {},
+                    "query": "hello",
+                    "user": "u",
+                    "response_mode": "streaming",
+                    "conversation_id": "",
+                    "files": [],
+                },
+                params=None,
+                sse=True,
+            ),
+        ),
+        (
+            "n8n",
+            _runner_run(N8nRunner(), n8n_config, state_updates=2),
+            _bare_client(
+                verify,
+                f"{base}/webhook/bench",
+                headers={"X-Key": _KEY},
+                body={"chatInput": "hello", "sessionId": "s"},
+                params=None,
+                sse=False,
+                separator="\n",
+            ),
+        ),
+        (
+            "Coze",
+            _runner_run(CozeRunner(), coze_config),
+            _bare_client(
+                verify,
+                f"{base}/v3/chat",
+                headers={"Authorization": f"Bearer {_KEY}", "Accept": "text/event-stream"},
+                body={
+                    "bot_id": "bot-1",
+                    "user_id": "u",
+                    "stream": True,
+                    "additional_messages": [{"role": "user", "content": "hello", "content_type": "text"}],
+                },
+                params=None,
+                sse=True,
+            ),
+        ),
         (
             "DashScope",
             _runner_run(DashScopeRunner(), dashscope_config),
