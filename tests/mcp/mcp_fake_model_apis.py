@@ -26,9 +26,19 @@ def _sse(handler: BaseHTTPRequestHandler, events: list[tuple[str, dict[str, Any]
     handler.wfile.flush()
 
 
-def _body(handler: BaseHTTPRequestHandler) -> dict[str, Any]:
+def _body(handler: BaseHTTPRequestHandler, seen: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     raw = handler.rfile.read(int(handler.headers.get("content-length", "0") or 0))
-    return _json.loads(raw) if raw else {}
+    body = _json.loads(raw) if raw else {}
+    if seen is not None:
+        # What the fake received, for tests that check what the harness sent (session ids, tool results).
+        seen.append(
+            {
+                "path": handler.path,
+                "headers": {k.lower(): v for k, v in handler.headers.items()},
+                "body": body,
+            }
+        )
+    return body
 
 
 def _anthropic_events(block: dict[str, Any], stop: str) -> list[tuple[str, dict[str, Any]]]:
@@ -65,7 +75,7 @@ def _anthropic_events(block: dict[str, Any], stop: str) -> list[tuple[str, dict[
     ]
 
 
-def _anthropic_handler(tool: str) -> type[BaseHTTPRequestHandler]:
+def _anthropic_handler(tool: str, seen: list[dict[str, Any]] | None = None) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, format: str, *args: Any) -> None:
             return
@@ -75,7 +85,7 @@ def _anthropic_handler(tool: str) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
 
         def do_POST(self) -> None:
-            body = _body(self)
+            body = _body(self, seen)
             messages: list[dict[str, Any]] = body.get("messages", [])
             last: Any = messages[-1].get("content") if messages else None
             results = [c for c in last if c.get("type") == "tool_result"] if isinstance(last, list) else []
@@ -101,13 +111,15 @@ _USAGE = {
 }
 
 
-def _openai_handler(namespace: str, tool: str) -> type[BaseHTTPRequestHandler]:
+def _openai_handler(
+    namespace: str, tool: str, seen: list[dict[str, Any]] | None = None
+) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, format: str, *args: Any) -> None:
             return
 
         def do_POST(self) -> None:
-            body = _body(self)
+            body = _body(self, seen)
             items: list[Any] = body.get("input", [])
             outputs = [i for i in items if isinstance(i, dict) and i.get("type") == "function_call_output"]
             item: dict[str, Any]
@@ -185,14 +197,18 @@ def _serve(handler: type[BaseHTTPRequestHandler]) -> Generator[str]:
 
 
 @contextmanager
-def serve_fake_anthropic(*, tool: str) -> Generator[str]:
-    """A fake Messages API whose model calls *tool* (a ``mcp__<server>__<tool>`` name); yields its base URL."""
-    with _serve(_anthropic_handler(tool)) as url:
+def serve_fake_anthropic(*, tool: str, seen: list[dict[str, Any]] | None = None) -> Generator[str]:
+    """A fake Messages API whose model calls *tool* (a ``mcp__<server>__<tool>`` name); yields its base URL.
+    Every request is appended to *seen* (path, lower-cased headers, body) when given."""
+    with _serve(_anthropic_handler(tool, seen)) as url:
         yield url
 
 
 @contextmanager
-def serve_fake_openai(*, namespace: str, tool: str) -> Generator[str]:
-    """A fake Responses API whose model calls *tool* of MCP *namespace* (``mcp__<server>``); yields ``.../v1``."""
-    with _serve(_openai_handler(namespace, tool)) as url:
+def serve_fake_openai(
+    *, namespace: str, tool: str, seen: list[dict[str, Any]] | None = None
+) -> Generator[str]:
+    """A fake Responses API whose model calls *tool* of MCP *namespace* (``mcp__<server>``); yields ``.../v1``.
+    Every request is appended to *seen* when given."""
+    with _serve(_openai_handler(namespace, tool, seen)) as url:
         yield url + "/v1"

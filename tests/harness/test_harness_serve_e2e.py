@@ -1,0 +1,190 @@
+"""The acceptance of issue 13: the real Claude Code and Codex CLIs behind ``agentrunner serve`` (a real process).
+
+An event posted to ``/v1/events`` runs the CLI against a loopback fake of its model API; the fake model calls
+the host's ``history_page`` tool through the host's MCP bridge, the tool result reaches the fake, the reply
+streams back over SSE and the transcript holds it. A second event in the same conversation resumes the same
+native session (the fake sees its id). CI installs both CLIs (.ci/harness-clis.sh) and sets
+``AGENTRUNNER_REQUIRE_HARNESS=1``, so there these tests fail rather than skip when a CLI is missing.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Generator
+from contextlib import AbstractContextManager, contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from agentrunner import _json as json
+from httpx_sse import connect_sse
+from mcp_fake_model_apis import serve_fake_anthropic, serve_fake_openai
+
+pytestmark = pytest.mark.slow
+
+CLAUDE = os.environ.get("AGENTRUNNER_CLAUDE_BIN")
+CODEX = os.environ.get("AGENTRUNNER_CODEX_BIN")
+if os.environ.get("AGENTRUNNER_REQUIRE_HARNESS") == "1" and (CLAUDE is None or CODEX is None):
+    raise RuntimeError(
+        "AGENTRUNNER_REQUIRE_HARNESS=1 but AGENTRUNNER_CLAUDE_BIN / AGENTRUNNER_CODEX_BIN is unset"
+    )
+
+_START_TIMEOUT = 90.0
+_FAKE_KEY_ENV = "FAKE_MODEL_API_KEY"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextmanager
+def _serving(config: Path, data_dir: Path, log: Path) -> Generator[str]:
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTRUNNER_")}
+    env[_FAKE_KEY_ENV] = "sk-fake-model-key"
+    with log.open("ab") as log_file:
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "agentrunner_host.cli",
+                "serve",
+                "--config",
+                str(config),
+                "--port",
+                str(port),
+                "--data-dir",
+                str(data_dir),
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + _START_TIMEOUT
+        while True:
+            assert process.poll() is None, f"serve exited early:\n{log.read_text()}"
+            try:
+                if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, f"serve did not become ready:\n{log.read_text()}"
+            time.sleep(0.1)
+        yield base
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == 0, log.read_text()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=10)
+
+
+def _config(path: Path, runner_id: str, runner_config: str) -> Path:
+    path.write_text(
+        f"""
+[security]
+allow_code_executing_runners = true
+
+[[agents]]
+agent_id = "coder"
+runner_id = "{runner_id}"
+
+[agents.runner_config]
+{runner_config}
+
+[[bindings]]
+binding_id = "coder"
+agent_id = "coder"
+""",
+        encoding="utf-8",
+    )
+    return path
+
+
+def _event(client: httpx.Client, text: str, event_id: str) -> list[tuple[str, dict[str, Any]]]:
+    body = {"text": text, "conversation_id": "harness-e2e", "event_id": event_id}
+    with connect_sse(client, "POST", "/v1/events", json=body) as source:
+        return [(e.event, json.loads(e.data)) for e in source.iter_sse()]
+
+
+def _metadata(events: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+    [message] = [data for kind, data in events if kind == "message.completed"]
+    return message["data"]["message"]["metadata"]
+
+
+CASES: list[tuple[str, str | None]] = [("claude", CLAUDE), ("codex", CODEX)]
+
+
+@pytest.mark.parametrize(("harness", "binary"), CASES, ids=["claude-code", "codex"])
+def test_a_real_cli_behind_serve_uses_the_bridge_streams_and_resumes(
+    tmp_path: Path, harness: str, binary: str | None
+) -> None:
+    if binary is None:
+        pytest.skip(f"set AGENTRUNNER_{harness.upper()}_BIN to run")
+    seen: list[dict[str, Any]] = []
+    fake: AbstractContextManager[str]
+    if harness == "claude":
+        fake = serve_fake_anthropic(tool="mcp__agentrunner__history_page", seen=seen)
+    else:
+        fake = serve_fake_openai(namespace="mcp__agentrunner", tool="history_page", seen=seen)
+    with fake as api_url:
+        if harness == "claude":
+            runner_id = "plugin:langbot/claude-code-agent/default"
+            runner_config = (
+                f'"cli-command" = "{binary}"\n"api-base-url" = "{api_url}"\n"api-key" = {{ env = "{_FAKE_KEY_ENV}" }}\n'
+                '"output-format" = "stream-json"\n"max-turns" = 3\n"environment-json" = { CLAUDE_CODE_MAX_RETRIES = "0" }\n'
+            )
+        else:
+            runner_id = "plugin:langbot/codex-agent/default"
+            runner_config = (
+                f'"cli-command" = "{binary}"\n"api-base-url" = "{api_url}"\n"api-key" = {{ env = "{_FAKE_KEY_ENV}" }}\n'
+                '"model" = "fake-model"\n'
+            )
+        config = _config(tmp_path / "agentrunner.toml", runner_id, runner_config)
+        log = tmp_path / "serve.log"
+        with (
+            _serving(config, tmp_path / "data", log) as base,
+            httpx.Client(base_url=base, timeout=120) as client,
+        ):
+            first = _event(client, "read the history please", "evt-h-1")
+            kinds = [kind for kind, _ in first]
+            assert kinds[-1] == "run.completed", first[-1]
+            assert "message.delta" in kinds  # streamed as it arrived, not one block at the end
+            assert kinds.index("message.delta") < kinds.index("message.completed")
+            started = [d["data"] for k, d in first if k == "tool.call.started"]
+            assert [s["tool_name"] for s in started] == ["mcp__agentrunner__history_page"]
+            meta = _metadata(first)
+            session = meta["session_id"]
+            assert session
+            # the host's tool result (a history page of this conversation) reached the fake model
+            tool_results = [
+                r
+                for r in seen
+                if '"next_cursor"' in json.dumps_str(r["body"]) or "has_more" in json.dumps_str(r["body"])
+            ]
+            assert tool_results, "the history page never reached the fake model API"
+            transcript = client.get("/v1/conversations/harness-e2e/transcript").json()
+            assistant = [i["content"] for i in transcript["items"] if i["role"] == "assistant"]
+            assert assistant and "Tool said" in assistant[-1]
+
+            before = len(seen)
+            second = _event(client, "and again", "evt-h-2")
+            assert second[-1][0] == "run.completed", second[-1]
+            assert _metadata(second)["session_id"] == session
+            assert _metadata(second)["resume_fallback"] is False
+            resumed = seen[before:]
+            assert resumed
+            header = "x-claude-code-session-id" if harness == "claude" else "thread-id"
+            assert {r["headers"].get(header) for r in resumed} == {session}
+        assert "Traceback" not in log.read_text()
