@@ -105,6 +105,30 @@ def build_parser() -> argparse.ArgumentParser:
     runners_list = runners.add_parser("list", parents=[common], help="list runners")
     runners_list.add_argument("--json", action="store_true")
 
+    plugins = commands.add_parser(
+        "plugins", help="plugins installed in their own environments"
+    ).add_subparsers(dest="action", required=True)
+    install = plugins.add_parser(
+        "install",
+        parents=[common],
+        help="install or upgrade a plugin (a directory, a wheel or a requirement) into its own environment",
+    )
+    install.add_argument("source", help="plugin directory, .whl file, or requirement such as acme-agent==1.2")
+    install.add_argument(
+        "--find-links",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="also look for packages here (repeatable)",
+    )
+    install.add_argument("--index-url", metavar="URL", help="package index to install from (default: uv's)")
+    plugins.add_parser(
+        "list", parents=[common], help="installed plugins and their last discovery"
+    ).add_argument("--json", action="store_true")
+    plugins.add_parser("remove", parents=[common], help="uninstall a plugin").add_argument(
+        "plugin_id", help="author/plugin"
+    )
+
     agents = commands.add_parser("agents", help="manage agents").add_subparsers(dest="action", required=True)
     agents.add_parser("list", parents=[common], help="list agents").add_argument(
         "--json", action="store_true"
@@ -340,6 +364,77 @@ def _cmd_runners(args: argparse.Namespace, out: TextIO) -> int:
                 continue
             label = row["label"].get("en_US") or next(iter(row["label"].values()), "")
             out.write(f"{row['runner_id']}\t{label}\n")
+    return EXIT_OK
+
+
+def _cmd_plugins(args: argparse.Namespace, out: TextIO) -> int:
+    from agentrunner_host.runtime.plugin_envs import (
+        check_loads,
+        install_plugin,
+        installed_plugins,
+        plugin_status,
+        remove_plugin,
+    )
+
+    settings = _settings(args)
+    data_dir = settings.data_dir
+    match args.action:
+        case "install":
+            record = install_plugin(
+                data_dir,
+                args.source,
+                find_links=args.find_links,
+                index_url=args.index_url,
+                check=lambda candidate: asyncio.run(check_loads(candidate)),
+            )
+            runners = ", ".join(f"plugin:{record.plugin_id}/{r.name}" for r in record.runners)
+            out.write(
+                f"installed {record.plugin_id} {record.version or ''} (generation {record.generation}) "
+                f"in {record.env_dir}\nrunners: {runners}\n"
+            )
+        case "list":
+            plugins, broken = installed_plugins(data_dir)
+            rows: list[dict[str, Any]] = []
+            for plugin in plugins:
+                status = plugin_status(plugin)
+                error = (
+                    status.error if status is not None and status.generation == plugin.generation else None
+                )
+                state = "unchecked" if status is None else ("failed" if error else "ok")
+                rows.append(
+                    {
+                        "plugin_id": plugin.plugin_id,
+                        "version": plugin.version,
+                        "status": state,
+                        "generation": plugin.generation,
+                        "kind": plugin.kind,
+                        "source": plugin.source,
+                        "environment": str(plugin.env_dir),
+                        "runners": [f"plugin:{plugin.plugin_id}/{r.name}" for r in plugin.runners],
+                        "last_error": error,
+                        "checked_at": None if status is None else status.checked_at,
+                    }
+                )
+            rows += [
+                {"plugin_id": None, "status": "failed", "source": str(path), "last_error": why}
+                for path, why in broken
+            ]
+            if args.json:
+                _print_json(rows, out)
+            else:
+                for row in rows:
+                    line = (
+                        f"{row['plugin_id'] or row['source']}\t{row.get('version') or '-'}\t{row['status']}"
+                    )
+                    line += f"\t{row.get('environment', '-')}"
+                    if row["last_error"]:
+                        line += f"\t{row['last_error']}"
+                    out.write(line + "\n")
+        case "remove":
+            record = remove_plugin(data_dir, args.plugin_id)
+            out.write(f"plugin {record.plugin_id} removed\n")
+        case _:  # pragma: no cover - argparse restricts the choices
+            raise CliError(f"unknown action {args.action}")
     return EXIT_OK
 
 
@@ -602,6 +697,7 @@ _COMMANDS: Final = {
     "serve": _cmd_serve,
     "chat": _cmd_chat,
     "runners": _cmd_runners,
+    "plugins": _cmd_plugins,
     "agents": _cmd_agents,
     "bindings": _cmd_bindings,
     "runs": _cmd_runs,

@@ -63,6 +63,9 @@ class PluginSpec:
     """Where it was found: the manifest path or ``entry-point:<distribution>``."""
     version: str | None = None
     """Plugin version, when declared."""
+    python: Path | None = None
+    """The interpreter of the plugin's own environment (``agentrunner plugins install``); ``None``: the
+    runtime's configured command (by default the host's interpreter)."""
 
     def __post_init__(self) -> None:
         RunnerId.parse(f"plugin:{self.plugin_id}/x")

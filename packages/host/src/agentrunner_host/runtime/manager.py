@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,8 @@ from .process import RuntimeOptions, SubprocessRunnerConnection
 __all__ = ["RuntimeManager"]
 
 _log = logging.getLogger("agentrunner_host.runtime")
+
+_HOST_PYTHON_ENV = frozenset({"PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTHONSTARTUP", "PYTHONUSERBASE"})
 
 
 class RuntimeManager:
@@ -76,9 +79,42 @@ class RuntimeManager:
             )
         self._plugins[spec.plugin_id] = spec
 
+    def replace(self, spec: PluginSpec) -> SubprocessRunnerConnection | None:
+        """Register *spec* in place of the plugin of the same id (an upgrade): the next lookup gets a new
+        connection. Returns the old connection, still running, for the caller to :meth:`drain`."""
+        self._plugins[spec.plugin_id] = spec
+        return self._connections.pop(spec.plugin_id, None)
+
+    def remove(self, plugin_id: str) -> SubprocessRunnerConnection | None:
+        """Forget a plugin; returns its connection, still running, for the caller to :meth:`drain`."""
+        self._plugins.pop(plugin_id, None)
+        return self._connections.pop(plugin_id, None)
+
+    @staticmethod
+    async def drain(connection: SubprocessRunnerConnection, *, poll: float = 0.05) -> None:
+        """Close *connection* once the runs live on it have ended (no new run reaches a replaced one)."""
+        # The session has no "idle" event to wait on; only a replaced connection is polled, while it drains.
+        while connection.live_runs:  # noqa: ASYNC110
+            await asyncio.sleep(poll)
+        await connection.aclose()
+
     def options_for(self, plugin_id: str) -> RuntimeOptions:
-        """The options a plugin's process runs with."""
-        return self._overrides.get(plugin_id, self._options)
+        """The options a plugin's process runs with: its override, else the defaults — started with the
+        interpreter of its own environment when it was installed into one."""
+        override = self._overrides.get(plugin_id)
+        if override is not None:
+            return override
+        spec = self._plugins.get(plugin_id)
+        if spec is None or spec.python is None:
+            return self._options
+        env_dir = spec.python.parent.parent
+        return replace(
+            self._options,
+            command=[str(spec.python), "-m", "agentrunner.wire.plugin"],
+            # The host's own Python search path must not leak into the plugin's environment.
+            env_allowlist=self._options.env_allowlist - _HOST_PYTHON_ENV,
+            env={**self._options.env, "VIRTUAL_ENV": str(env_dir)},
+        )
 
     def connection(self, plugin_id: str) -> SubprocessRunnerConnection:
         """The plugin's connection (created now if needed; its process starts on first use)."""

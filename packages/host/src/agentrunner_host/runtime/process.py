@@ -200,6 +200,12 @@ class SubprocessRunnerConnection:
             return None
         return child.proc.pid
 
+    @property
+    def live_runs(self) -> list[str]:
+        """Ids of the runs live on the current child (empty when none is running)."""
+        child = self._child
+        return [] if child is None or not child.session.alive else child.session.live_runs
+
     async def list_runners(self) -> list[dict[str, Any]]:
         """The runner manifests the runtime reports, keeping only those whose id belongs to this plugin."""
         session = await self._session()

@@ -46,12 +46,14 @@ from agentrunner_host.models import AgentEventEnvelope
 from agentrunner_host.orchestrator import DeliveredResult
 from agentrunner_host.pull import PullAPI
 from agentrunner_host.registry import PluginFailure, RunnerDescriptor
+from agentrunner_host.runtime import RuntimeManager
 from agentrunner_host.stores import HostStores, ResultRecord
 from agentrunner_host.stores.models import ResultRow, RunRow
 
 from .agents import AgentDirectory
 from .errors import NotFoundError
 from .feeds import REPLAY_PAGE, RunFeed
+from .installed import InstalledPlugins
 from .providers import open_providers
 
 __all__ = [
@@ -193,7 +195,8 @@ class HostService:
         stores: HostStores,
         host: Host,
         directory: AgentDirectory,
-        runtime: Any = None,
+        runtime: RuntimeManager | None = None,
+        installed: InstalledPlugins | None = None,
     ) -> None:
         self.settings = settings
         """The settings it was built from."""
@@ -208,6 +211,7 @@ class HostService:
         self.recovered_runs: list[str] = []
         """Runs closed as ``host_restarted`` when the service opened."""
         self._runtime = runtime
+        self._installed = installed
         self._feeds: dict[str, RunFeed] = {}
         self._pumps: set[asyncio.Task[None]] = set()
         self._closing = False
@@ -253,27 +257,30 @@ class HostService:
             )
             stack.push_async_callback(host.aclose)
             runtime = None
-            if settings.plugin_dirs or config.runners.entry_points == "subprocess":
-                from agentrunner_host.runtime import RuntimeManager
-
+            installed = InstalledPlugins(settings.data_dir)
+            if settings.plugin_dirs or config.runners.entry_points == "subprocess" or installed.plugins:
                 runtime = RuntimeManager.from_directories(
                     settings.plugin_dirs,
                     host.dispatcher,
                     entry_points=config.runners.entry_points == "subprocess",
                 )
                 stack.push_async_callback(runtime.aclose)
+                stack.push_async_callback(installed.aclose)
                 failures += (
                     PluginFailure(plugin_id=w.plugin_id, reason=w.reason, source=w.path)
                     for w in runtime.discovery_warnings
                     if w.fatal
                 )
+                installed.register(runtime)
                 for plugin_id in runtime.plugins:
                     # The runtime's connection is an async generator underneath; its annotation is looser.
                     host.registry.add(runtime.connection(plugin_id))
+            failures += installed.failures
             for failure in failures:
                 host.registry.record_failure(failure)
             if discover:
                 await host.registry.refresh()
+                installed.record_discovery(host.registry)
                 for failure in host.registry.failures:
                     log.error(
                         "plugin %s failed to load: %s (%s)",
@@ -299,6 +306,7 @@ class HostService:
                 host=host,
                 directory=directory,
                 runtime=runtime,
+                installed=installed,
             )
             service.recovered_runs = recovered
             stack.push_async_callback(service._drain)
@@ -338,6 +346,8 @@ class HostService:
         if self._closing:
             raise HostError("the host is shutting down")
         self.refresh_bindings()
+        if self._installed is not None and self._runtime is not None:
+            self._installed.sync(self._runtime, self.host.registry)
         try:
             if agent_id is not None:
                 handle = await self.host.orchestrator.start(event, self.directory.direct_binding(agent_id))
