@@ -62,6 +62,25 @@ status=0
 "$CACHE/node_modules/.bin/conformance" server --url "$url" --suite all \
     --expected-failures "$EXPECTED" -o "$workdir/results" >"$workdir/conformance.log" 2>&1 || status=$?
 sed -n '/=== SUMMARY ===/,$p' "$workdir/conformance.log"
+if [ "$status" -eq 0 ]; then
+    # The suite flags a listed scenario only when it passes outright; one whose checks merely stopped failing
+    # (none FAILURE, none WARNING) is just as stale. Every listed scenario must still fail or warn.
+    uv run --frozen python - "$EXPECTED" "$workdir/results" <<'PY' || status=1
+import json, pathlib, sys, yaml
+listed = yaml.safe_load(pathlib.Path(sys.argv[1]).read_text())["server"]
+results = pathlib.Path(sys.argv[2])
+stale = []
+for name in listed:
+    runs = sorted(results.glob(f"server-{name}-*/checks.json"))
+    statuses = {c["status"] for run in runs for c in json.loads(run.read_text())}
+    if not runs or not statuses & {"FAILURE", "WARNING"}:
+        stale.append(f"{name} ({', '.join(sorted(statuses)) or 'no result'})")
+if stale:
+    print("stale expected failures (remove them from the list):", *stale, sep="\n  ", file=sys.stderr)
+    sys.exit(1)
+print(f"expected failures: all {len(listed)} still fail or warn")
+PY
+fi
 if [ "$status" -ne 0 ]; then
     echo "MCP conformance failed (exit $status); full log follows" >&2
     cat "$workdir/conformance.log" >&2

@@ -16,15 +16,17 @@ import ipaddress
 import logging
 import secrets
 import socket
-from collections.abc import Callable, Generator
+import time
+import warnings
+from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass, field
-from typing import Any, Final, Self
+from typing import Any, Final, Self, TypeVar
 
 import mcp_types as types
 import uvicorn
 from agentrunner.api import AgentRunAPI
 from agentrunner.context import AgentRunContext
-from agentrunner.errors import APIError, RuntimeAPIError
+from agentrunner.errors import APIError, NotFoundError, RuntimeAPIError, UnauthorizedError
 from agentrunner.external_tools import ExposedTool, invoke_exposed_tool, run_tool_surface
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
@@ -32,20 +34,43 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
-from mcp.shared.exceptions import MCPError
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from .content import ArtifactBody, artifact_id_of, read_artifact
 from .errors import BridgeClosedError, BridgeNotStartedError, NonLoopbackBindError
 from .mcp_tools import api_error_result, mcp_tool, tool_result
+from .resources import (
+    ARTIFACT_TEMPLATE,
+    artifact_resources,
+    artifact_template,
+    complete_artifact_id,
+    readable,
+)
 
-__all__ = ["DEFAULT_SERVER_NAME", "BridgeServer", "RunRegistration"]
+__all__ = ["DEFAULT_SERVER_NAME", "PROGRESS_INTERVAL", "BridgeServer", "RunRegistration"]
+
+T = TypeVar("T")
 
 DEFAULT_SERVER_NAME: Final = "agentrunner"
 """MCP server name, and the key harness configs use (Claude Code tools become ``mcp__agentrunner__<tool>``)."""
 
 _LOOPBACK_NAMES: Final = frozenset({"localhost"})
+PROGRESS_INTERVAL: Final = 0.2
+"""Seconds between progress notifications while a back-call waits for the host (when the client asked)."""
+_LOG_LEVELS: Final[tuple[types.LoggingLevel, ...]] = (
+    "debug",
+    "info",
+    "notice",
+    "warning",
+    "error",
+    "critical",
+    "alert",
+    "emergency",
+)
+_RESOURCE_NOT_FOUND: Final = -32002
 _logger = logging.getLogger(__name__)
 
 
@@ -71,6 +96,9 @@ class _Run:
     api: AgentRunAPI
     tools: dict[str, ExposedTool]
     listing: types.ListToolsResult | None = None
+    log_levels: dict[str, int] = field(default_factory=lambda: dict[str, int]())
+    """The minimum log level each of the run's MCP sessions asked for (``logging/setLevel``), by session id;
+    a session that never asked gets no log messages."""
     user: AuthenticatedUser = field(init=False)
 
     def __post_init__(self) -> None:
@@ -202,9 +230,11 @@ class BridgeServer:
         self._runs: dict[bytes, _Run] = {}
         self._by_key: dict[str, _Run] = {}
         self._anonymous: _Run | None = None
-        self._mcp: Server[Any] = Server(
-            name, version="1", on_list_tools=self._on_list_tools, on_call_tool=self._on_call_tool
-        )
+        # logging/setLevel is deprecated from protocol 2026-07-28 on, but every handshake version up to
+        # 2025-11-25 (what Claude Code, Codex and the conformance suite negotiate) has it.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            self._mcp = self._make_server(name)
         self.session_manager = StreamableHTTPSessionManager(
             app=self._mcp,
             security_settings=self.security.settings,
@@ -215,6 +245,21 @@ class BridgeServer:
         self._serving: asyncio.Task[None] | None = None
         self._bound_port: int | None = None
         self._cleanups: set[asyncio.Task[None]] = set()
+
+    def _make_server(self, name: str) -> Server[Any]:
+        return Server(  # pyright: ignore[reportDeprecated] - see the comment where it is called
+            name,
+            version="1",
+            on_list_tools=self._on_list_tools,
+            on_call_tool=self._on_call_tool,
+            on_list_resources=self._on_list_resources,
+            on_list_resource_templates=self._on_list_resource_templates,
+            on_read_resource=self._on_read_resource,
+            on_subscribe_resource=self._on_subscribe,
+            on_unsubscribe_resource=self._on_subscribe,
+            on_completion=self._on_completion,
+            on_set_logging_level=self._on_set_logging_level,
+        )
 
     # ---- lifecycle -------------------------------------------------------------------------------------
 
@@ -423,23 +468,173 @@ class BridgeServer:
         except BridgeClosedError as exc:
             raise MCPError(types.INVALID_REQUEST, exc.message) from exc
 
+    def _live_run(self, ctx: ServerRequestContext[Any]) -> _Run:
+        try:
+            return self._run_of(ctx)
+        except BridgeClosedError as exc:
+            raise MCPError(types.INVALID_REQUEST, exc.message) from exc
+
+    async def _log(self, ctx: ServerRequestContext[Any], level: types.LoggingLevel, message: str) -> None:
+        """A log notification to this request's client, if its session asked for this level."""
+        run = self._by_key.get(_client_id(ctx) or "")
+        session_id = _session_id(ctx)
+        wanted = run.log_levels.get(session_id) if run is not None and session_id is not None else None
+        if wanted is None or _LOG_LEVELS.index(level) < wanted:
+            return
+        # Deprecated only from protocol 2026-07-28 on (see _make_server); a client that went away must not fail
+        # the call.
+        with warnings.catch_warnings(), contextlib.suppress(Exception):
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            await ctx.session.send_log_message(  # pyright: ignore[reportDeprecated]
+                level, message, logger="agentrunner.bridge", related_request_id=ctx.request_id
+            )
+
+    async def _on_set_logging_level(
+        self, ctx: ServerRequestContext[Any], params: types.SetLevelRequestParams
+    ) -> types.EmptyResult:
+        run = self._live_run(ctx)
+        session_id = _session_id(ctx)
+        if session_id is not None:  # a stateless request has no session to remember it for
+            run.log_levels[session_id] = _LOG_LEVELS.index(params.level)
+        return types.EmptyResult()
+
     async def _on_call_tool(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
-        try:
-            run = self._run_of(ctx)
-        except BridgeClosedError as exc:
-            raise MCPError(types.INVALID_REQUEST, exc.message) from exc
+        run = self._live_run(ctx)
         tool = run.tools.get(params.name)
         if tool is None:
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name}")
+        action = tool.action or "context"
+        await self._log(ctx, "debug", f"{params.name}: calling {action} for run {run.ctx.run_id}")
+        started = time.monotonic()
         try:
-            result = await invoke_exposed_tool(tool, run.ctx, run.api, params.arguments)
+            result = await self._with_progress(
+                ctx, invoke_exposed_tool(tool, run.ctx, run.api, params.arguments), what=action
+            )
         except APIError as exc:
+            await self._log(ctx, "warning", f"{params.name}: {action} failed: {exc.code}: {exc.message}")
             return api_error_result(exc)
         except Exception:
             # A fault of the transport or of this bridge, not a refusal: log it here, and tell the harness only
             # that the call failed (details may hold host internals).
             _logger.exception("tool %s of run %s failed", params.name, run.ctx.run_id)
             return api_error_result(RuntimeAPIError(f"{params.name} failed inside the bridge"))
-        return tool_result(tool, result)
+        elapsed = (time.monotonic() - started) * 1000
+        await self._log(ctx, "debug", f"{params.name}: {action} answered in {elapsed:.0f} ms")
+
+        async def note(message: str) -> None:
+            await self._log(ctx, "debug", f"{params.name}: {message}")
+
+        out = await tool_result(tool, result, run.api, note)
+        kinds = ", ".join(block.type for block in out.content) or "none"
+        await self._log(
+            ctx, "debug", f"{params.name}: result as {len(out.content)} content block(s): {kinds}"
+        )
+        return out
+
+    async def _with_progress(self, ctx: ServerRequestContext[Any], call: Awaitable[T], *, what: str) -> T:
+        """Await *call*; when the client sent a progress token, tell it at the start, every
+        :data:`PROGRESS_INTERVAL` while the host has not answered, and at the end."""
+        token = ctx.meta.get("progress_token") if ctx.meta is not None else None
+        if token is None:
+            return await call
+        task = asyncio.ensure_future(call)
+        ticks = 0
+
+        async def progress(message: str, *, total: float | None = None) -> None:
+            with contextlib.suppress(Exception):
+                await ctx.session.send_progress_notification(
+                    token, float(ticks), total, message, related_request_id=str(ctx.request_id)
+                )
+
+        try:
+            await progress(f"{what}: sent to the host")
+            started = time.monotonic()
+            while True:
+                done, _ = await asyncio.wait({task}, timeout=PROGRESS_INTERVAL)
+                if done:
+                    break
+                ticks += 1
+                await progress(f"{what}: waiting for the host ({time.monotonic() - started:.1f} s)")
+            ticks += 1
+            await progress(f"{what}: answered", total=float(ticks))
+            return task.result()
+        finally:
+            if not task.done():
+                task.cancel()
+
+    # ---- resources: the run's artifacts ------------------------------------------------------------------
+
+    async def _on_list_resources(
+        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        return types.ListResourcesResult(resources=artifact_resources(self._live_run(ctx).ctx))
+
+    async def _on_list_resource_templates(
+        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourceTemplatesResult:
+        return types.ListResourceTemplatesResult(
+            resource_templates=artifact_template(self._live_run(ctx).ctx)
+        )
+
+    async def _on_read_resource(
+        self, ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        run = self._live_run(ctx)
+        uri = str(params.uri)
+        if not readable(run.ctx):
+            raise MCPError(_RESOURCE_NOT_FOUND, f"Resource not found: {uri} (this run reads no artifacts)")
+        artifact_id = artifact_id_of(uri)
+        try:
+            body = await self._with_progress(
+                ctx, _read_body(run.api, artifact_id), what="artifacts.read_range"
+            )
+        except (NotFoundError, UnauthorizedError) as exc:
+            raise MCPError(_RESOURCE_NOT_FOUND, f"Resource not found: {uri} ({exc.code})") from exc
+        except APIError as exc:
+            raise MCPError(types.INTERNAL_ERROR, f"{exc.code}: {exc.message}") from exc
+        contents = body.resource_contents()
+        if contents.uri != uri:  # keep the URI the client asked for (verbatim or encoded id alike)
+            contents = contents.model_copy(update={"uri": uri})
+        await self._log(ctx, "debug", f"read {uri}: {len(body.data)} bytes")
+        return types.ReadResourceResult(contents=[contents])
+
+    async def _on_subscribe(
+        self,
+        ctx: ServerRequestContext[Any],
+        params: types.SubscribeRequestParams | types.UnsubscribeRequestParams,
+    ) -> types.EmptyResult:
+        # Artifacts are immutable once stored: a subscription is valid and simply never notified.
+        self._live_run(ctx)
+        return types.EmptyResult()
+
+    async def _on_completion(
+        self, ctx: ServerRequestContext[Any], params: types.CompleteRequestParams
+    ) -> types.CompleteResult:
+        run = self._live_run(ctx)
+        values: list[str] = []
+        ref = params.ref
+        if (
+            isinstance(ref, types.ResourceTemplateReference)
+            and ref.uri == ARTIFACT_TEMPLATE
+            and params.argument.name == "artifact_id"
+        ):
+            values = complete_artifact_id(run.ctx, params.argument.value)
+        # Anything else (the bridge has no prompts) completes to nothing.
+        return types.CompleteResult(completion=types.Completion(values=values, has_more=False))
+
+
+def _session_id(ctx: ServerRequestContext[Any]) -> str | None:
+    request: Any = ctx.request
+    return request.headers.get("mcp-session-id") if isinstance(request, Request) else None
+
+
+def _client_id(ctx: ServerRequestContext[Any]) -> str | None:
+    request: Any = ctx.request
+    user = request.scope.get("user") if isinstance(request, Request) else None
+    return user.access_token.client_id if isinstance(user, AuthenticatedUser) else None
+
+
+async def _read_body(api: AgentRunAPI, artifact_id: str) -> ArtifactBody:
+    return await read_artifact(api, artifact_id)
