@@ -20,6 +20,7 @@ from agentrunner.errors import NotFoundError, UnauthorizedError
 from agentrunner_mcp import BridgeServer
 from agentrunner_mcp.mcp_tools import ANY_JSON_SCHEMA
 from mcp import ClientSession
+from mcp.client.session import LoggingFnT
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp_bridge_fakes import make_context
@@ -115,7 +116,7 @@ async def session(
     url: str,
     token: str,
     *,
-    on_log: Callable[[LoggingMessageNotificationParams], Awaitable[None]] | None = None,
+    on_log: LoggingFnT | None = None,
 ) -> AsyncGenerator[ClientSession]:
     async with (
         httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30) as http,
@@ -277,13 +278,13 @@ async def test_log_messages_follow_the_level_the_session_set(server: BridgeServe
             quiet = len(logs)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", MCPDeprecationWarning)  # deprecated only from 2026-07-28 on
-                await client.set_logging_level("debug")
+                await client.set_logging_level("debug")  # pyright: ignore[reportDeprecated]
             await client.call_tool("paint", {})
             await client.call_tool("current_event", {})
             chatty = len(logs)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", MCPDeprecationWarning)
-                await client.set_logging_level("error")
+                await client.set_logging_level("error")  # pyright: ignore[reportDeprecated]
             await client.call_tool("paint", {})
     assert quiet == 0
     assert chatty >= 3
