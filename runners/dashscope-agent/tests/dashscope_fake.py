@@ -4,7 +4,8 @@
 It answers ``POST /api/v1/apps/{app_id}/completion`` as the Model Studio application API documents it:
 
 * ``Authorization: Bearer <key>`` is checked; a wrong or missing key gets HTTP 401
-  ``{"code": "InvalidApiKey", "message": "Invalid API-key provided.", "request_id"}``;
+  ``{"code": "InvalidApiKey", "message": "Invalid API-key provided.", "request_id"}`` — as JSON, or for a
+  streaming request as one ``event:error`` frame (``:HTTP_STATUS/401``), as are scripted 4xx/5xx failures;
 * with ``X-DashScope-SSE: enable`` the answer is ``text/event-stream`` with frames ``id:N`` / ``event:result`` /
   ``:HTTP_STATUS/200`` / ``data:{"output": {...}, "usage": {"models": [...]}, "request_id"}``, incremental when
   the body asks for ``incremental_output`` (else every frame repeats the text so far, as DashScope does);
@@ -67,11 +68,12 @@ def _frame(number: int, payload: dict[str, Any], *, event: str = "result", statu
 class DashScopeFake:
     """The fake application API (use ``async with DashScopeFake("sk-…") as fake``)."""
 
-    def __init__(self, api_key: str) -> None:
+    def __init__(self, api_key: str, platform: FakePlatform | None = None) -> None:
         self.api_key = api_key
         """The only key accepted."""
-        self.platform = FakePlatform()
-        """The loopback server (its ``requests``, ``disconnected`` and ``streaming``)."""
+        self.platform = platform or FakePlatform()
+        """The loopback server (its ``requests``, ``disconnected`` and ``streaming``); pass one to route an
+        existing server (e.g. ``fake_platform_in_thread``) instead of starting a new one."""
         self.script = Script()
         """What the next answers look like."""
         self._sessions = itertools.count(1)
@@ -94,16 +96,30 @@ class DashScopeFake:
         """Every completion request received."""
         return [r for r in self.platform.requests if r.path.endswith("/completion")]
 
+    @staticmethod
+    def _failure(body: dict[str, Any], *, status: int, sse: bool) -> FakeResponse:
+        """A refused call: JSON, or for a streaming request one ``event:error`` frame with the failure's status
+        (how DashScope answers an SSE request it refuses)."""
+        if not sse:
+            return FakeResponse.json(body, status=status)
+        frame = _frame(1, body, event="error", status=status)
+        return FakeResponse(status=status, chunks=[frame], content_type="text/event-stream")
+
     def _completion(self, request: RecordedRequest) -> FakeResponse:
         request_id = f"req-{len(self.platform.requests)}"
+        sse = request.headers.get("x-dashscope-sse") == "enable"
         if request.headers.get("authorization") != f"Bearer {self.api_key}":
-            return FakeResponse.json(
-                {"code": "InvalidApiKey", "message": "Invalid API-key provided.", "request_id": request_id},
-                status=401,
-            )
+            refused = {
+                "code": "InvalidApiKey",
+                "message": "Invalid API-key provided.",
+                "request_id": request_id,
+            }
+            return self._failure(refused, status=401, sse=sse)
         script = self.script
         if script.status is not None:
-            return FakeResponse.json({**script.error_body, "request_id": request_id}, status=script.status)
+            return self._failure(
+                {**script.error_body, "request_id": request_id}, status=script.status, sse=sse
+            )
         body: dict[str, Any] = request.json()
         workflow = request.path == f"/api/v1/apps/{WORKFLOW_APP}/completion"
         parameters: dict[str, Any] = body.get("parameters") or {}
@@ -112,7 +128,7 @@ class DashScopeFake:
         usage = {
             "models": [{"model_id": "qwen-plus", "input_tokens": 11, "output_tokens": len(script.pieces)}]
         }
-        if request.headers.get("x-dashscope-sse") != "enable":
+        if not sse:
             output: dict[str, Any] = {
                 "text": "".join(script.pieces),
                 "finish_reason": "stop",

@@ -9,12 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agentrunner import AgentInput, DeliveryContext, MessageCompletedResult
-from agentrunner_host.host import Host
-from agentrunner_host.legacy import PipelineMessage, migrate_pipeline_config, pipeline_entry
+from agentrunner import AgentInput, DeliveryContext
 from agentrunner_host.models import AgentEventEnvelope
-from agentrunner_http_kit.testing import HostHarness
-from agentrunner_runner_dashscope import RUNNER_ID, DashScopeRunner
+from agentrunner_http_kit.testing import HostHarness, migrate_legacy
+from agentrunner_runner_dashscope import MANIFEST, RUNNER_ID
 from dashscope_fake import AGENT_APP, WORKFLOW_APP, DashScopeFake, Script
 
 SENTINEL = "sk-sentinel-dashscope-7f3a9c"
@@ -137,6 +135,10 @@ async def test_a_wrong_key_is_an_auth_error(host: HostHarness, fake: DashScopeFa
 async def test_a_server_error_is_retryable(host: HostHarness, fake: DashScopeFake) -> None:
     fake.script = Script(status=500)
     reply = await host.send("hi")
+    streamed = await host.send("hi", stream=True)
+    assert streamed.code == "dashscope.http_error"
+    assert streamed.failure is not None
+    assert streamed.failure["details"]["platform_code"] == "InternalError"
     assert reply.code == "dashscope.http_error"
     assert reply.failure is not None
     assert reply.failure["retryable"]
@@ -209,9 +211,9 @@ async def test_the_key_never_leaks(
     assert SENTINEL not in caplog.text
 
 
-async def test_a_legacy_pipeline_migrates_starts_and_answers(fake: DashScopeFake) -> None:
+async def test_a_legacy_pipeline_migrates_starts_and_answers(tmp_path: Path, fake: DashScopeFake) -> None:
     """A LangBot pipeline on ``dashscope-app-api`` (with the hyphenated ``references-quote`` of the default
-    pipeline config) → ``migrate_pipeline_config`` → ``pipeline_entry`` → the host runs the runner it names."""
+    pipeline config) → ``migrate_pipeline_config`` as ``agentrunner migrate-config`` does (the key becomes an env reference) → the host answers."""
     legacy = {
         "ai": {
             "runner": {"runner": "dashscope-app-api", "expire-time": 0},
@@ -224,29 +226,17 @@ async def test_a_legacy_pipeline_migrates_starts_and_answers(fake: DashScopeFake
             },
         }
     }
-    migrated = migrate_pipeline_config(legacy)
-    assert migrated.runner_id == RUNNER_ID
-    assert migrated.warnings == []
-    message = PipelineMessage(
-        pipeline_id="pipe-1",
-        launcher_type="person",
-        launcher_id="u-1",
-        sender_id="u-1",
-        text="what does it say?",
-    )
-    entry = pipeline_entry(migrated.config, message)
-    assert entry.binding.runner_id == RUNNER_ID
+    agent = migrate_legacy(legacy, MANIFEST)
+    assert agent.runner_id == RUNNER_ID
+    assert agent.runner_config["api-key"] == {"env": "DASHSCOPE_AGENT_API_KEY"}
+    assert agent.variables == {"DASHSCOPE_AGENT_API_KEY": SENTINEL}
     fake.script = Script(
         pieces=["It says <ref>[a]</ref>."], doc_references=[{"index_id": "a", "doc_name": "Doc"}]
     )
-    host = Host.create(bindings=[entry.binding], plugins={"langbot/dashscope-agent": [DashScopeRunner()]})
-    try:
-        handle = await host.orchestrator.submit(entry.event)
-        results = [delivered.result async for delivered in handle.results()]
-        outcome = await handle.outcome()
-    finally:
-        await host.aclose()
-    assert outcome.status == "completed", outcome.message
-    [message_done] = [r for r in results if isinstance(r, MessageCompletedResult)]
-    assert message_done.data.message.content == "It says (From: Doc)."
+    async with HostHarness.open(
+        tmp_path, runner_id=agent.runner_id, runner_config=agent.runner_config, environ=agent.variables
+    ) as host:
+        reply = await host.send("what does it say?")
+    assert reply.status == "completed", reply.failure
+    assert reply.text == "It says (From: Doc)."
     assert fake.calls()[0].json()["input"]["prompt"] == "what does it say?"

@@ -3,19 +3,25 @@ migration writes, the request body, and the conformance kit."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from importlib.metadata import entry_points
 from pathlib import Path
+from typing import ClassVar
 
 import agentrunner_runner_dashscope
 import yaml
+from agentrunner import AgentRunAPI, AgentRunContext, AgentRunResult
 from agentrunner_conformance import Outcome, Report, check_runner
 from agentrunner_conformance.out_of_process import OutOfProcessTarget
 from agentrunner_host.legacy.migration import LEGACY_RUNNERS
 from agentrunner_host.runtime.manifest import PluginManifest
+from agentrunner_http_kit.testing import FakePlatform, fake_platform_in_thread
 from agentrunner_runner_dashscope import MANIFEST, RUNNER_ID, DashScopeConfig, DashScopeRunner
 from agentrunner_runner_dashscope.runner import request_body
+from dashscope_fake import AGENT_APP, DashScopeFake
 
 PLUGIN_DIR = Path(__file__).resolve().parents[1]
+_KEY = "conformance-key-5f1e"
 
 
 def test_the_manifest_yaml_declares_the_same_runner_as_the_class() -> None:
@@ -97,3 +103,31 @@ def test_the_public_names_are_pinned() -> None:
         "DashScopeConfig",
         "DashScopeRunner",
     }
+
+
+def test_the_runner_configured_against_its_fake_passes_the_conformance_kit() -> None:
+    """The kit's fuzzed runs reach the fake, so streaming and successful runs are judged too."""
+
+    def setup(platform: FakePlatform) -> None:
+        DashScopeFake(_KEY, platform)
+
+    with fake_platform_in_thread(setup) as platform:
+
+        class Configured(DashScopeRunner):
+            config: ClassVar = {
+                "api-key": _KEY,
+                "app-id": AGENT_APP,
+                "base-url": platform.base_url + "/api/v1",
+            }
+
+            async def run(self, ctx: AgentRunContext, api: AgentRunAPI) -> AsyncIterator[AgentRunResult]:
+                configured = ctx.model_copy(update={"config": {**ctx.config, **self.config}})
+                async for result in super().run(configured, api):
+                    yield result
+
+        report = check_runner(Configured, profile="quick", seed=20261201)
+        assert _problems(report) == {}
+        assert report.ok
+        assert platform.requests_to(f"/api/v1/apps/{AGENT_APP}/completion")
+    skipped = {rid for rid, r in report.results.items() if r.outcome is Outcome.SKIPPED}
+    assert "capability.streaming.deltas-match-message" not in skipped

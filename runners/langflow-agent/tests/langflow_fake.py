@@ -85,11 +85,12 @@ def run_body(text: str, session_id: str, input_value: str) -> dict[str, Any]:
 class LangflowFake:
     """The fake server (use ``async with LangflowFake("key") as fake``)."""
 
-    def __init__(self, api_key: str) -> None:
+    def __init__(self, api_key: str, platform: FakePlatform | None = None) -> None:
         self.api_key = api_key
         """The only key accepted."""
-        self.platform = FakePlatform()
-        """The loopback server (its ``requests``, ``disconnected`` and ``streaming``)."""
+        self.platform = platform or FakePlatform()
+        """The loopback server (its ``requests``, ``disconnected`` and ``streaming``); pass one to route an
+        existing server (e.g. ``fake_platform_in_thread``) instead of starting a new one."""
         self.script = Script()
         """What the next answers look like."""
         self.platform.route("POST", f"/api/v1/run/{FLOW_ID}", self._run)

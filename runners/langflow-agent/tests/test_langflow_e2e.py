@@ -10,12 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agentrunner import AgentInput, DeliveryContext, MessageCompletedResult
-from agentrunner_host.host import Host
-from agentrunner_host.legacy import PipelineMessage, migrate_pipeline_config, pipeline_entry
+from agentrunner import AgentInput, DeliveryContext
 from agentrunner_host.models import AgentEventEnvelope
-from agentrunner_http_kit.testing import HostHarness
-from agentrunner_runner_langflow import RUNNER_ID, LangflowRunner
+from agentrunner_http_kit.testing import HostHarness, migrate_legacy
+from agentrunner_runner_langflow import MANIFEST, RUNNER_ID
 from langflow_fake import FLOW_ID, MISSING_FLOW, LangflowFake, Script
 
 SENTINEL = "lf-sentinel-4b8e1d92"
@@ -186,9 +184,9 @@ async def test_the_key_never_leaks(
     assert SENTINEL not in caplog.text
 
 
-async def test_a_legacy_pipeline_migrates_starts_and_answers(fake: LangflowFake) -> None:
+async def test_a_legacy_pipeline_migrates_starts_and_answers(tmp_path: Path, fake: LangflowFake) -> None:
     """A LangBot pipeline on ``langflow-api`` (tweaks as JSON text, as its form stored them) →
-    ``migrate_pipeline_config`` → ``pipeline_entry`` → the host runs the runner it names."""
+    ``migrate_pipeline_config`` as ``agentrunner migrate-config`` does (the key becomes an env reference) → the host answers."""
     legacy = {
         "ai": {
             "runner": {"runner": "langflow-api"},
@@ -202,22 +200,14 @@ async def test_a_legacy_pipeline_migrates_starts_and_answers(fake: LangflowFake)
             },
         }
     }
-    migrated = migrate_pipeline_config(legacy)
-    assert migrated.runner_id == RUNNER_ID
-    assert migrated.warnings == []
-    message = PipelineMessage(
-        pipeline_id="pipe-1", launcher_type="group", launcher_id="g-1", sender_id="u-1", text="status?"
-    )
-    entry = pipeline_entry(migrated.config, message)
-    assert entry.binding.runner_id == RUNNER_ID
-    host = Host.create(bindings=[entry.binding], plugins={"langbot/langflow-agent": [LangflowRunner()]})
-    try:
-        handle = await host.orchestrator.submit(entry.event)
-        results = [delivered.result async for delivered in handle.results()]
-        outcome = await handle.outcome()
-    finally:
-        await host.aclose()
-    assert outcome.status == "completed", outcome.message
-    [message_done] = [r for r in results if isinstance(r, MessageCompletedResult)]
-    assert message_done.data.message.content == "Hello from Langflow"
+    agent = migrate_legacy(legacy, MANIFEST)
+    assert agent.runner_id == RUNNER_ID
+    assert agent.runner_config["api-key"] == {"env": "LANGFLOW_AGENT_API_KEY"}
+    assert agent.variables == {"LANGFLOW_AGENT_API_KEY": SENTINEL}
+    async with HostHarness.open(
+        tmp_path, runner_id=agent.runner_id, runner_config=agent.runner_config, environ=agent.variables
+    ) as host:
+        reply = await host.send("status?")
+    assert reply.status == "completed", reply.failure
+    assert reply.text == "Hello from Langflow"
     assert "tweaks" not in fake.calls()[0].json()

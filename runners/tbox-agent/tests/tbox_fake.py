@@ -78,11 +78,12 @@ class Upload:
 class TboxFake:
     """The fake API (use ``async with TboxFake("token") as fake``)."""
 
-    def __init__(self, token: str) -> None:
+    def __init__(self, token: str, platform: FakePlatform | None = None) -> None:
         self.token = token
         """The only ``Authorization`` value accepted."""
-        self.platform = FakePlatform()
-        """The loopback server (its ``requests``, ``disconnected`` and ``streaming``)."""
+        self.platform = platform or FakePlatform()
+        """The loopback server (its ``requests``, ``disconnected`` and ``streaming``); pass one to route an
+        existing server (e.g. ``fake_platform_in_thread``) instead of starting a new one."""
         self.script = Script()
         """What the next answers look like."""
         self.uploads: list[Upload] = []

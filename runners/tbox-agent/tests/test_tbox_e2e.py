@@ -9,12 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agentrunner import AgentInput, DeliveryContext, MessageCompletedResult
-from agentrunner_host.host import Host
-from agentrunner_host.legacy import PipelineMessage, migrate_pipeline_config, pipeline_entry
+from agentrunner import AgentInput, DeliveryContext
 from agentrunner_host.models import AgentEventEnvelope
-from agentrunner_http_kit.testing import HostHarness
-from agentrunner_runner_tbox import RUNNER_ID, TboxRunner
+from agentrunner_http_kit.testing import HostHarness, migrate_legacy
+from agentrunner_runner_tbox import MANIFEST, RUNNER_ID
 from tbox_fake import APP_ID, Script, TboxFake
 
 SENTINEL = "tbox-sentinel-token-91c0e7"
@@ -192,31 +190,23 @@ async def test_the_token_never_leaks(
     assert SENTINEL not in caplog.text
 
 
-async def test_a_legacy_pipeline_migrates_starts_and_answers(fake: TboxFake) -> None:
-    """A LangBot pipeline on ``tbox-app-api`` → ``migrate_pipeline_config`` → ``pipeline_entry`` → the host runs
-    the runner it names (``base-url`` is new; the legacy block had only the key and the app id)."""
+async def test_a_legacy_pipeline_migrates_starts_and_answers(tmp_path: Path, fake: TboxFake) -> None:
+    """A LangBot pipeline on ``tbox-app-api`` → migrated as ``agentrunner migrate-config`` does (the key
+    becomes an env reference) → the host answers (``base-url`` is new; the legacy block had only the key and the app id)."""
     legacy = {
         "ai": {
             "runner": {"runner": "tbox-app-api"},
             "tbox-app-api": {"api-key": SENTINEL, "app-id": APP_ID, "base-url": fake.base_url},
         }
     }
-    migrated = migrate_pipeline_config(legacy)
-    assert migrated.runner_id == RUNNER_ID
-    assert migrated.warnings == []
-    message = PipelineMessage(
-        pipeline_id="pipe-1", launcher_type="person", launcher_id="u-7", sender_id="u-7", text="hello"
-    )
-    entry = pipeline_entry(migrated.config, message)
-    assert entry.binding.runner_id == RUNNER_ID
-    host = Host.create(bindings=[entry.binding], plugins={"langbot/tbox-agent": [TboxRunner()]})
-    try:
-        handle = await host.orchestrator.submit(entry.event)
-        results = [delivered.result async for delivered in handle.results()]
-        outcome = await handle.outcome()
-    finally:
-        await host.aclose()
-    assert outcome.status == "completed", outcome.message
-    [message_done] = [r for r in results if isinstance(r, MessageCompletedResult)]
-    assert message_done.data.message.content == "Hello from Tbox"
-    assert fake.calls()[0].json()["userId"] == "user_u-7"  # actor_type "user", actor_id the sender
+    agent = migrate_legacy(legacy, MANIFEST)
+    assert agent.runner_id == RUNNER_ID
+    assert agent.runner_config["api-key"] == {"env": "TBOX_AGENT_API_KEY"}
+    assert agent.variables == {"TBOX_AGENT_API_KEY": SENTINEL}
+    async with HostHarness.open(
+        tmp_path, runner_id=agent.runner_id, runner_config=agent.runner_config, environ=agent.variables
+    ) as host:
+        reply = await host.send("hello")
+    assert reply.status == "completed", reply.failure
+    assert reply.text == "Hello from Tbox"
+    assert fake.calls()[0].headers["authorization"] == SENTINEL
