@@ -238,6 +238,7 @@ _STORES_API = [
     "StateKey",
     "StateStore",
     "StateVersionConflict",
+    "StateWrite",
     "StorageItem",
     "StorageKey",
     "StorageStore",

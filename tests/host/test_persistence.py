@@ -138,6 +138,33 @@ async def test_state_updates_are_applied_and_seen_by_the_next_run(stores: HostSt
     await host.aclose()
 
 
+async def test_a_state_update_is_stored_with_its_result_and_read_back_in_the_same_run(
+    stores: HostStores,
+) -> None:
+    """state.updated goes to the store with the run's next commit, and a state.get later in the same run
+    (which may come before that commit) sees the new value; a ``None`` value deletes the key."""
+    seen: list[object] = []
+
+    async def writer(ctx: AgentRunContext, api: AgentRunAPI) -> AsyncIterator[Any]:
+        out = AgentRunner.emitter(ctx)
+        yield out.state("conversation", "k", {"v": 1})
+        seen.append((await api.state.get("conversation", "k")).value)
+        yield out.state("conversation", "gone", 1)
+        yield out.state("conversation", "gone", None)
+        yield out.message("ok")
+        yield out.complete()
+
+    host = Host.create(plugins={PLUGIN: [scripted(writer)]}, stores=stores, bindings=[binding()])
+    handle = await host.orchestrator.submit(event("x"))
+    kinds = [i.result.type async for i in handle.results()]
+    assert kinds.count("state.updated") == 3 and seen == [{"v": 1}]
+    owner = StateOwner("conversation", ("plugin:test/fake/default", "b-1", "conv-1", ""))
+    item = await stores.state.get(owner, "k")
+    assert item is not None and (item.value, item.version) == ({"v": 1}, 1)
+    assert await stores.state.get(owner, "gone") is None
+    await host.aclose()
+
+
 async def test_inline_artifact_bytes_are_stored_with_host_measured_size_and_digest(
     stores: HostStores,
 ) -> None:

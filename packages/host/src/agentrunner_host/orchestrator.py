@@ -121,6 +121,8 @@ class _RunState:
     log: Any = None
     """The run's result log (``stores.runs.log``): results go to the store as they come, not at the end."""
     output_bytes: int = 0
+    side_write: Any = None
+    """The state update (``stores.StateWrite``) the result being accepted carries, committed with it."""
     """Encoded bytes of every result received so far (capped by ``run_policy.max_output_bytes``)."""
     transcript: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
     host_events: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
@@ -633,13 +635,13 @@ class Orchestrator:
         if self.stores is not None:
             owner = state.live.access.state_owners[data.scope] if state.live else None
             if owner is not None:
-                # Applied at once, so a state.get later in the same run sees it.
-                if data.value is None:
-                    await self.stores.state.delete(owner, data.key)
-                else:
-                    await self.stores.state.set(
-                        owner, data.key, data.value, runner_id=state.snapshot.runner_id
-                    )
+                from .stores import StateWrite
+
+                # Committed with the result itself (the run's next flush) before anyone sees the result;
+                # state reads wait for pending updates, so a state.get later in the same run sees it.
+                state.side_write = StateWrite.of(
+                    owner, data.key, data.value, runner_id=state.snapshot.runner_id
+                )
         state.has_output = True
         self._record(state, "state.updated", {"scope": data.scope, "key": data.key})
         return result
@@ -720,7 +722,8 @@ class Orchestrator:
         )
         if size is None:
             size = len(payload) if isinstance(payload, bytes) else json.json_size(payload)
-        state.log.append(state.host_seq, record, size=size)
+        side, state.side_write = state.side_write, None
+        state.log.append(state.host_seq, record, size=size, side=side)
 
     def _assistant_turn(self, state: _RunState, text: str, message: dict[str, Any]) -> None:
         state.transcript.append({"role": "assistant", "content": text, "message": message})

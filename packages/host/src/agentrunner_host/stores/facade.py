@@ -65,7 +65,7 @@ class HostStores:
         self.transcript = Transcript(db)
         self.runs = RunStore(db, flush_window=flush_window)
         self.artifacts = ArtifactStore(db, root=data_dir / ARTIFACTS_DIR_NAME)
-        self.state = StateStore(db)
+        self.state = StateStore(db, settled=self.runs.state_settled)
         self.storage = StorageStore(db, max_value_bytes=storage_max_value_bytes)
         self.idempotency = IdempotencyStore(db)
 

@@ -38,6 +38,7 @@ log = logging.getLogger("agentrunner.host.stores")
 
 R = TypeVar("R")
 F = TypeVar("F")
+S = TypeVar("S")
 
 DEFAULT_FLUSH_WINDOW: Final = 0.0
 """Seconds the writer waits after the first pending write before it commits (0: as soon as it runs)."""
@@ -52,16 +53,18 @@ class ResultLogError(StoreError):
 
 
 @dataclass(frozen=True, slots=True)
-class JournalEntry(Generic[R, F]):
-    """What one grouped transaction writes: appended results per run and whole run ends."""
+class JournalEntry(Generic[R, F, S]):
+    """What one grouped transaction writes: appended results per run, their side writes, whole run ends."""
 
     results: Sequence[R]
     """Results, in append order (every run's own results in ``host_seq`` order)."""
     finishes: Sequence[F]
     """Run ends; each comes after every result its run appended before it."""
+    side: Sequence[S] = ()
+    """Writes a result carries (state updates), in append order: committed with their result."""
 
 
-class ResultLog(Generic[R]):
+class ResultLog(Generic[R, S]):
     """The results one live run appended, and how far they are committed."""
 
     __slots__ = (
@@ -79,7 +82,7 @@ class ResultLog(Generic[R]):
         "run_id",
     )
 
-    def __init__(self, journal: Journal[R, Any], run_id: str, *, max_bytes: int, max_results: int) -> None:
+    def __init__(self, journal: Journal[R, Any, S], run_id: str, *, max_bytes: int, max_results: int) -> None:
         self._journal = journal
         self.run_id = run_id
         """Run."""
@@ -87,7 +90,7 @@ class ResultLog(Generic[R]):
         """The highest ``host_seq`` committed (results are appended in order)."""
         self.error: BaseException | None = None
         """Why the results could not be committed, once that happened."""
-        self._pending: list[tuple[int, R]] = []
+        self._pending: list[tuple[int, R, S | None]] = []
         self._pending_bytes = 0
         self._unsettled = 0
         self._unsettled_bytes = 0
@@ -96,9 +99,12 @@ class ResultLog(Generic[R]):
         self._waiter: asyncio.Future[None] | None = None
         self._room: asyncio.Future[None] | None = None
 
-    def append(self, host_seq: int, record: R, *, size: int) -> None:
-        """Queue *record* (the result numbered *host_seq*, *size* bytes encoded) for the next commit."""
-        self._pending.append((host_seq, record))
+    def append(self, host_seq: int, record: R, *, size: int, side: S | None = None) -> None:
+        """Queue *record* (the result numbered *host_seq*, *size* bytes encoded) for the next commit, with
+        the *side* write it carries (committed in the same transaction)."""
+        self._pending.append((host_seq, record, side))
+        if side is not None:
+            self._journal.side_queued()
         self._pending_bytes += size
         self._unsettled += 1
         self._unsettled_bytes += size
@@ -123,12 +129,12 @@ class ResultLog(Generic[R]):
             self._waiter = asyncio.get_running_loop().create_future()
             await self._waiter
 
-    def _take(self) -> tuple[list[tuple[int, R]], int]:
+    def _take(self) -> tuple[list[tuple[int, R, S | None]], int]:
         taken, size = self._pending, self._pending_bytes
         self._pending, self._pending_bytes = [], 0
         return taken, size
 
-    def _settle(self, taken: list[tuple[int, R]], size: int, error: BaseException | None) -> None:
+    def _settle(self, taken: list[tuple[int, R, S | None]], size: int, error: BaseException | None) -> None:
         self._unsettled -= len(taken)
         self._unsettled_bytes -= size
         if error is not None:
@@ -140,12 +146,12 @@ class ResultLog(Generic[R]):
                 waiter.set_result(None)
 
 
-class Journal(Generic[R, F]):
+class Journal(Generic[R, F, S]):
     """The process's one writer of live results and run ends (see the module docstring)."""
 
     def __init__(
         self,
-        write: Callable[[JournalEntry[R, F]], Awaitable[None]],
+        write: Callable[[JournalEntry[R, F, S]], Awaitable[None]],
         *,
         flush_window: float = DEFAULT_FLUSH_WINDOW,
         backlog_bytes: int = DEFAULT_BACKLOG_BYTES,
@@ -156,12 +162,15 @@ class Journal(Generic[R, F]):
         """Seconds to collect writes before a commit."""
         self._backlog_bytes = backlog_bytes
         self._backlog_results = backlog_results
-        self._dirty: dict[int, ResultLog[R]] = {}
+        self._dirty: dict[int, ResultLog[R, S]] = {}
+        self._side_queued = 0
+        self._side_settled = 0
+        self._side_waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._finishes: list[tuple[F, asyncio.Future[None]]] = []
         self._drainer: asyncio.Task[None] | None = None
         self._closed = False
 
-    def log(self, run_id: str) -> ResultLog[R]:
+    def log(self, run_id: str) -> ResultLog[R, S]:
         """A new result log for the live run *run_id*."""
         return ResultLog(
             self,
@@ -170,7 +179,30 @@ class Journal(Generic[R, F]):
             max_results=self._backlog_results,
         )
 
-    def mark(self, result_log: ResultLog[R]) -> None:
+    def side_queued(self) -> None:
+        """A side write was queued (see :meth:`side_settled`)."""
+        self._side_queued += 1
+
+    async def side_settled(self) -> None:
+        """Wait until every side write queued so far is committed (or failed): a read after this sees them.
+        Returns at once when none is pending."""
+        target = self._side_queued
+        if self._side_settled >= target:
+            return
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._side_waiters.append((target, future))
+        await asyncio.shield(future)
+
+    def _sides_done(self, count: int) -> None:
+        if not count:
+            return
+        self._side_settled += count
+        ready = [w for w in self._side_waiters if w[0] <= self._side_settled]
+        self._side_waiters = [w for w in self._side_waiters if w[0] > self._side_settled]
+        for _, future in ready:
+            _settle(future, None)
+
+    def mark(self, result_log: ResultLog[R, S]) -> None:
         """*result_log* has pending results."""
         self._dirty.setdefault(id(result_log), result_log)
         self._wake()
@@ -196,15 +228,17 @@ class Journal(Generic[R, F]):
             self._dirty.clear()
             taken = [(result_log, *result_log._take()) for result_log in logs]  # pyright: ignore[reportPrivateUsage]
             finishes, self._finishes = self._finishes, []
-            results = [record for _, part, _ in taken for _, record in part]
+            results = [record for _, part, _ in taken for _, record, _ in part]
+            side = [extra for _, part, _ in taken for _, _, extra in part if extra is not None]
             try:
-                await self._write(JournalEntry(results, [f for f, _ in finishes]))
+                await self._write(JournalEntry(results, [f for f, _ in finishes], side))
             except asyncio.CancelledError:
                 error = RuntimeError("the stores were closed during the write")
                 for result_log, part, size in taken:
                     result_log._settle(part, size, error)  # pyright: ignore[reportPrivateUsage]
                 for _, future in finishes:
                     _settle(future, error)
+                self._sides_done(len(side))
                 raise
             except Exception as exc:
                 if len(taken) + len(finishes) == 1:
@@ -213,23 +247,27 @@ class Journal(Generic[R, F]):
                         result_log._settle(part, size, exc)  # pyright: ignore[reportPrivateUsage]
                     for _, future in finishes:
                         _settle(future, exc)
+                    self._sides_done(len(side))
                     continue
                 await self._one_by_one(taken, finishes)
+                self._sides_done(len(side))
             else:
                 for result_log, part, size in taken:
                     result_log._settle(part, size, None)  # pyright: ignore[reportPrivateUsage]
                 for _, future in finishes:
                     _settle(future, None)
+                self._sides_done(len(side))
 
     async def _one_by_one(
         self,
-        taken: list[tuple[ResultLog[R], list[tuple[int, R]], int]],
+        taken: list[tuple[ResultLog[R, S], list[tuple[int, R, S | None]], int]],
         finishes: list[tuple[F, asyncio.Future[None]]],
     ) -> None:
         # results first, run by run, then the ends: a run's end still comes after its results
         for result_log, part, size in taken:
             try:
-                await self._write(JournalEntry([record for _, record in part], []))
+                side = [extra for _, _, extra in part if extra is not None]
+                await self._write(JournalEntry([record for _, record, _ in part], [], side))
             except Exception as exc:
                 log.error("results of run %s could not be stored: %s", result_log.run_id, exc)
                 result_log._settle(part, size, exc)  # pyright: ignore[reportPrivateUsage]

@@ -33,6 +33,7 @@ from .journal import (
 )
 from .models import JSONText, ResultRow, RunRow
 from .records import EventEntry, TranscriptEntry
+from .state import StateWrite, apply_state_writes
 
 __all__ = [
     "HOST_RESTARTED",
@@ -266,7 +267,7 @@ class RunStore:
     ) -> None:
         self._db = db
         self._starts = Coalescer(self._write_starts)
-        self._journal: Journal[ResultRecord, RunFinish] = Journal(
+        self._journal: Journal[ResultRecord, RunFinish, StateWrite] = Journal(
             self._write_journal,
             flush_window=flush_window,
             backlog_bytes=backlog_bytes,
@@ -283,10 +284,15 @@ class RunStore:
         else:
             await self._write_starts([start])
 
-    def log(self, run_id: str) -> ResultLog[ResultRecord]:
+    def log(self, run_id: str) -> ResultLog[ResultRecord, StateWrite]:
         """The result log of the live run *run_id* (started already): results appended to it are committed
-        by the journal; :meth:`ResultLog.durable` tells when. Pass each result with its ``host_seq``."""
+        by the journal; :meth:`ResultLog.durable` tells when. Pass each result with its ``host_seq`` and the
+        state update it carries, if any (``side``)."""
         return self._journal.log(run_id)
+
+    async def state_settled(self) -> None:
+        """Wait until every state update queued with a result so far is committed (reads see it after)."""
+        await self._journal.side_settled()
 
     async def finish(self, finish: RunFinish) -> None:
         """Store the outcome, its results, the transcript items and host records, in one transaction, after
@@ -331,7 +337,7 @@ class RunStore:
 
         await self._db.transact_optimistic(work)
 
-    async def _write_journal(self, entry: JournalEntry[ResultRecord, RunFinish]) -> None:
+    async def _write_journal(self, entry: JournalEntry[ResultRecord, RunFinish, StateWrite]) -> None:
         finishes = entry.finishes
         run_ids = [f.run_id for f in finishes]
 
@@ -374,6 +380,8 @@ class RunStore:
                         for f in finishes
                     ],
                 )
+            if entry.side:
+                await apply_state_writes(conn, self._db.dialect, entry.side, now=now_ms())
             results = [_result_row(r) for r in entry.results]
             results.extend(_result_row(r) for f in finishes for r in f.results)
             if results:

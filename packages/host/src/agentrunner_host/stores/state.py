@@ -9,7 +9,7 @@ for the primary key. Writes are single statements (``INSERT ... ON CONFLICT DO U
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, cast
 
@@ -30,6 +30,8 @@ __all__ = [
     "StateItem",
     "StateKey",
     "StateStore",
+    "StateWrite",
+    "apply_state_writes",
     "encode_state_value",
     "owner_text",
 ]
@@ -124,11 +126,74 @@ def prefix_filter(column: Any, prefix: str) -> list[Any]:
     return [column >= prefix, func.substr(column, 1, len(prefix)) == prefix]
 
 
-class StateStore:
-    """State values (``stores.state``)."""
+@dataclass(frozen=True, slots=True)
+class StateWrite:
+    """A state update a run's result carries, committed with that result (see :mod:`.journal`)."""
 
-    def __init__(self, db: Database) -> None:
+    owner: StateOwner
+    """Owner."""
+    key: str
+    """Key."""
+    encoded: str | None
+    """The value's JSON text (checked and encoded once); ``None`` deletes the key."""
+    runner_id: str | None
+    """Writer."""
+
+    @classmethod
+    def of(cls, owner: StateOwner, key: str, value: Any, *, runner_id: str | None) -> StateWrite:
+        """Check and encode *value* (``None`` deletes); raises as :meth:`StateStore.set` does."""
+        _check_key(key)
+        return cls(owner, key, None if value is None else encode_state_value(value), runner_id)
+
+
+async def apply_state_writes(
+    conn: AsyncConnection, dialect: str, writes: Sequence[StateWrite], *, now: int
+) -> None:
+    """Apply *writes* in order inside the caller's transaction (upsert bumping the version, or delete)."""
+    for write in writes:
+        owner_hash = digest(owner_text(write.owner))
+        if write.encoded is None:
+            await conn.execute(
+                delete(STATE).where(STATE.c.owner_hash == owner_hash, STATE.c.key == write.key)
+            )
+            continue
+        size = len(write.encoded.encode())
+        stmt = insert_for(dialect, STATE).values(
+            owner_hash=owner_hash,
+            key=write.key,
+            scope=write.owner.scope,
+            owner=owner_text(write.owner),
+            value=write.encoded,
+            size=size,
+            version=1,
+            runner_id=write.runner_id,
+            created_at=now,
+            updated_at=now,
+        )
+        await conn.execute(
+            stmt.on_conflict_do_update(
+                index_elements=["owner_hash", "key"],
+                set_={
+                    "value": write.encoded,
+                    "size": size,
+                    "version": STATE.c.version + 1,
+                    "runner_id": write.runner_id,
+                    "updated_at": now,
+                },
+            )
+        )
+
+
+class StateStore:
+    """State values (``stores.state``).
+
+    Reads first wait for state updates that live runs' results carry and the journal has not committed
+    yet (*settled*), so a run reading a key after updating it sees its own update.
+    """
+
+    def __init__(self, db: Database, *, settled: Callable[[], Awaitable[None]] | None = None) -> None:
         self._db = db
+        self._settled = settled
 
     def _item(self, owner: StateOwner, m: RowMapping) -> StateItem:
         return StateItem(
@@ -143,6 +208,8 @@ class StateStore:
 
     async def get(self, owner: StateOwner, key: str) -> StateItem | None:
         """The value, or ``None`` when the key is unset."""
+        if self._settled is not None:
+            await self._settled()
         stmt = select(STATE).where(STATE.c.owner_hash == digest(owner_text(owner)), STATE.c.key == key)
         async with self._db.read() as conn:
             row = (await conn.execute(stmt)).mappings().first()
@@ -246,6 +313,8 @@ class StateStore:
     ) -> tuple[list[StateKey], bool]:
         """Up to *limit* keys after *after_key* in key order (code-point order on both engines), only those
         starting with *prefix* (taken literally), and whether more follow."""
+        if self._settled is not None:
+            await self._settled()
         stmt = select(STATE.c.key, STATE.c.version, STATE.c.size, STATE.c.updated_at).where(
             STATE.c.owner_hash == digest(owner_text(owner))
         )
@@ -272,6 +341,8 @@ class StateStore:
         out: dict[str, dict[str, Any]] = {name: {} for name in owners}
         if not owners or max_bytes <= 0:
             return out
+        if self._settled is not None:
+            await self._settled()
         by_hash = {digest(owner_text(owner)): name for name, owner in owners.items()}
         # One bounded read for every scope: the first keys of each owner (a window per owner), sizes only.
         ranked = (
