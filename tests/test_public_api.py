@@ -296,6 +296,7 @@ _HARNESS_KIT_API = [
     "FAILURE_KINDS",
     "FailureKind",
     "HARNESS_METADATA_KEY",
+    "HOST_BRIDGE_METADATA_KEY",
     "HarnessAdapter",
     "HarnessFailure",
     "HarnessPlan",

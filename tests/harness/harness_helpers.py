@@ -109,3 +109,14 @@ def final_message(results: list[AgentRunResult]) -> tuple[str, dict[str, Any]]:
         if isinstance(result, MessageCompletedResult):
             return result.data.message.text(), dict(result.data.message.metadata)
     raise AssertionError(f"no message.completed in {[r.type for r in results]}")
+
+
+def stub_on_path(directory: Path, name: str) -> Path:
+    """A directory holding the stub CLI under *name* (``claude`` / ``codex``), for ``PATH``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    link = directory / name
+    script = HERE / "harness_stub_cli.py"
+    mode = "codex-jsonl" if name == "codex" else "claude-json"
+    link.write_text(f'#!/bin/sh\nSTUB_MODE="${{STUB_MODE:-{mode}}}" exec {sys.executable} {script} "$@"\n')
+    link.chmod(0o755)
+    return directory

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from agentrunner_harness import HOST_BRIDGE_METADATA_KEY as KIT_BRIDGE_KEY
 from agentrunner_host.config import Settings, load_settings
 from agentrunner_host.errors import CodeExecutionDisabledError
 from agentrunner_host.harness import BRIDGE_METADATA_KEY, CODE_EXECUTION_SWITCH
@@ -81,7 +82,7 @@ async def test_an_event_for_a_code_executing_agent_is_refused_with_a_typed_error
 
 def test_the_switch_and_metadata_keys_are_one_truth() -> None:
     assert SWITCH in CODE_EXECUTION_SWITCH
-    assert BRIDGE_METADATA_KEY == HOST_BRIDGE_METADATA_KEY
+    assert BRIDGE_METADATA_KEY == HOST_BRIDGE_METADATA_KEY == KIT_BRIDGE_KEY
 
 
 async def test_a_run_gets_the_hosts_bridge_endpoint_and_token(tmp_path: Path) -> None:

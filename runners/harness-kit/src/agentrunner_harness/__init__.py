@@ -7,6 +7,7 @@ skills, :mod:`.environment` the CLI's environment. Runners import from here only
 """
 
 from .driver import (
+    HOST_BRIDGE_METADATA_KEY,
     NATIVE_LOG_CAP,
     SESSION_ID_KEY,
     WORKING_DIRECTORY_KEY,
@@ -72,6 +73,7 @@ __all__ = [
     "HarnessPlan",
     "Invocation",
     "BridgeHandle",
+    "HOST_BRIDGE_METADATA_KEY",
     "SESSION_ID_KEY",
     "WORKING_DIRECTORY_KEY",
     "NATIVE_LOG_CAP",

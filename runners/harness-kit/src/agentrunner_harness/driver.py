@@ -48,6 +48,7 @@ from .workspace import (
 )
 
 __all__ = [
+    "HOST_BRIDGE_METADATA_KEY",
     "NATIVE_LOG_CAP",
     "SESSION_ID_KEY",
     "WORKING_DIRECTORY_KEY",
@@ -66,7 +67,10 @@ NATIVE_LOG_CAP: Final = 256 * 1024
 """Most bytes of native output kept as the run's audit artifact."""
 _STDERR_ARTIFACT_CAP: Final = 64 * 1024
 _STDERR_MESSAGE_CAP: Final = 2048
+HOST_BRIDGE_METADATA_KEY: Final = "mcp_bridge"
+"""``runtime.metadata`` key of the host's bridge registration (``agentrunner_mcp.HOST_BRIDGE_METADATA_KEY``)."""
 _DEADLINE_MARGIN_SECONDS: Final = 1.0
+_KILL_GRACE_SECONDS: Final = 2.0
 log = logging.getLogger("agentrunner.harness")
 
 
@@ -171,12 +175,31 @@ class _Attempt:
     streamed: bool = False
 
 
-def _effective_timeout(ctx: AgentRunContext, configured: int) -> float:
+@dataclass(frozen=True, slots=True)
+class _Budget:
+    ends_at: float
+    """Wall-clock end of the CLI's time (``time.time()`` scale)."""
+    seconds: float
+    """The whole budget, for messages."""
+    kill_grace: float
+    """SIGTERM → SIGKILL delay that still ends before the deadline."""
+
+
+def _budget(ctx: AgentRunContext, configured: int) -> _Budget:
+    """timeout = min(config, deadline), less a margin so a run that hits the deadline reports the harness's
+    own ``timeout`` (and its tree is gone) before the host's deadline ends it."""
+    now = time.time()
     deadline = ctx.runtime.deadline_at
     if deadline is None:
-        return float(configured)
-    # Leave the host a moment, so a run that hits the deadline reports the harness's own timeout code.
-    return max(0.1, min(float(configured), deadline - time.time() - _DEADLINE_MARGIN_SECONDS))
+        return _Budget(now + configured, float(configured), _KILL_GRACE_SECONDS)
+    remaining = deadline - now
+    margin = min(_DEADLINE_MARGIN_SECONDS, max(0.0, remaining) * 0.2)
+    seconds = min(float(configured), remaining - margin)
+    if seconds <= 0:
+        raise HarnessFailure(
+            "timeout", "the run's deadline passed before the CLI could start", retryable=True
+        )
+    return _Budget(now + seconds, seconds, min(_KILL_GRACE_SECONDS, max(0.05, margin / 2)))
 
 
 def _extra_mcp_servers(settings: HarnessSettings, policy: WorkspacePolicy) -> dict[str, dict[str, JsonValue]]:
@@ -229,7 +252,7 @@ def _artifact(
 
 
 async def _run_attempt(
-    adapter: HarnessAdapter, plan: HarnessPlan, attempt: _Attempt, out: ResultEmitter
+    adapter: HarnessAdapter, plan: HarnessPlan, attempt: _Attempt, out: ResultEmitter, budget: _Budget
 ) -> AsyncIterator[AgentRunResult]:
     settings, ctx = plan.settings, plan.ctx
     invocation = adapter.invocation(plan)
@@ -241,6 +264,7 @@ async def _run_attempt(
     limits = ProcessLimits(
         cpu_seconds=settings.cpu_time_limit or None,
         address_space_bytes=settings.memory_limit_mb * 1024 * 1024 or None,
+        kill_grace_seconds=budget.kill_grace,
     )
     parser = adapter.parser(plan)
     streaming = ctx.delivery.supports_streaming
@@ -248,7 +272,8 @@ async def _run_attempt(
         invocation.argv, cwd=plan.workdir, env=env, stdin=plan.prompt.encode(), limits=limits
     )
     try:
-        async with asyncio.timeout(_effective_timeout(ctx, settings.timeout)):
+        loop = asyncio.get_running_loop()
+        async with asyncio.timeout_at(loop.time() + (budget.ends_at - time.time())):
             try:
                 async with process:
                     async for line in process.lines():
@@ -276,7 +301,7 @@ async def _run_attempt(
     except TimeoutError:
         raise HarnessFailure(
             "timeout",
-            f"the CLI did not finish within {_effective_timeout(ctx, settings.timeout):.0f} s",
+            f"the CLI did not finish within {budget.seconds:.1f} s",
             retryable=True,
         ) from None
     for call_id, name in list(attempt.open_tools.items()):
@@ -353,6 +378,7 @@ async def run_harness(
     secrets: tuple[str, ...] = ()
     try:
         settings = adapter.settings(ctx.config)
+        budget = _budget(ctx, settings.timeout)
         secrets = tuple(s for s in (settings.api_key,) if s)
         policy = WorkspacePolicy.from_metadata(ctx.runtime.metadata)
         conversation = ctx.state.conversation
@@ -379,7 +405,11 @@ async def run_harness(
                 skills = project_skills(specs, ensure_private_dir(adapter.skills_parent(workdir, run_dir)))
         extra_servers = _extra_mcp_servers(settings, policy)
         bridge_cm: AbstractAsyncContextManager[BridgeHandle | None] = contextlib.nullcontext(None)
-        if settings.enable_langbot_mcp and _has_bridge_tools(ctx):
+        # Only the host's own bridge: without one (a host that does not register runs, the conformance kit)
+        # the CLI runs without the host's tools rather than this run starting a bridge server of its own.
+        hosted = HOST_BRIDGE_METADATA_KEY in ctx.runtime.metadata
+        use_bridge = settings.enable_langbot_mcp and hosted and _has_bridge_tools(ctx)
+        if use_bridge:
             bridge_cm = AgentRunner.create_external_mcp_bridge(ctx, api)
         async with bridge_cm as bridge:
             resume = stored_session if isinstance(stored_session, str) and stored_session else None
@@ -398,7 +428,7 @@ async def run_harness(
                     prompt=prompt_text(ctx.input.text, context_files=files),
                 )
                 attempt = _Attempt()
-                async for result in _run_attempt(adapter, plan, attempt, out):
+                async for result in _run_attempt(adapter, plan, attempt, out, budget):
                     yield result
                 failed = attempt.returncode != 0 or (attempt.result is not None and attempt.result.is_error)
                 stderr = attempt.stderr.decode("utf-8", "replace")
@@ -433,6 +463,7 @@ async def run_harness(
             "working_directory": str(workdir),
             "tool_calls": attempt.tools,
             "resume_fallback": fallback,
+            "langbot_mcp": use_bridge,
             "skills": [s.metadata() for s in skills],
             "unknown_native_events": dict[str, JsonValue](attempt.unknown),
             "native_log_truncated": attempt.log_truncated,
