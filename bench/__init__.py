@@ -26,5 +26,10 @@ SUITES: list[SuiteRef] = [
         "bench.http_runners",
         "HTTP-API runners: a streamed run against a fake vs a bare httpx client",
     ),
+    SuiteRef(
+        "harness",
+        "bench.harness_runners",
+        "Harness runners: a claude-code / codex run vs the same CLI spawned bare, same fake model API",
+    ),
 ]
 """Every suite, in the order they run and appear in the table."""
