@@ -1,0 +1,58 @@
+"""The bare floor of the ``http`` suite: a Starlette app on uvicorn (same stack and protocol as ``serve``) that
+answers ``POST /v1/events`` with fixed SSE bytes, the bytes ``serve`` sent for the same echo request.
+
+``python -m bench._bare_sse PORT BODY_FILE``; prints ``ready`` once listening.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route
+
+
+def app_for(events: list[bytes]) -> Starlette:
+    """The app: read the JSON body, then stream *events* (one SSE event per chunk, as ``serve`` does)."""
+
+    async def submit(request: Request) -> Response:
+        await request.body()
+
+        async def stream() -> AsyncIterator[bytes]:
+            for event in events:
+                yield event
+
+        return StreamingResponse(
+            stream(),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+        )
+
+    return Starlette(routes=[Route("/v1/events", submit, methods=["POST"])])
+
+
+def main() -> None:
+    port, body = int(sys.argv[1]), Path(sys.argv[2]).read_bytes()
+    events = [chunk + b"\n\n" for chunk in body.split(b"\n\n") if chunk]
+    config = uvicorn.Config(
+        app_for(events),
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
+        lifespan="off",
+        access_log=False,
+        server_header=False,
+        http="h11",
+    )
+    server = uvicorn.Server(config)
+    print("ready", flush=True)
+    server.run()
+
+
+if __name__ == "__main__":
+    main()
