@@ -91,3 +91,24 @@ def test_a_runner_that_is_not_installed_is_a_warning_and_fails_with_strict(
     assert _run("migrate-config", "--strict", "p.json")[0] == EXIT_FAILURE
     Path("ok.json").write_bytes(json.dumps(_dify(DIFY_KEY)))
     assert _run("migrate-config", "--strict", "ok.json")[0] == EXIT_OK
+
+
+def test_runners_of_configured_plugin_directories_count_as_installed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    plugin = tmp_path / "plugins" / "thing"
+    plugin.mkdir(parents=True)
+    manifest = Path(__file__).resolve().parents[2] / "runners" / "echo" / "manifest.yaml"
+    text = (
+        manifest.read_text(encoding="utf-8")
+        .replace("author: agentrunner", "author: acme")
+        .replace("name: echo", "name: thing")
+    )
+    (plugin / "manifest.yaml").write_text(text, encoding="utf-8")
+    Path("agentrunner.toml").write_text('[runners]\nplugin_dirs = ["plugins"]\n', encoding="utf-8")
+    legacy = {"ai": {"runner": {"id": "plugin:acme/thing/default"}, "runner_config": {}}}
+    Path("p.json").write_bytes(json.dumps(legacy))
+    code, _ = _run("migrate-config", "--strict", "p.json")
+    err = capsys.readouterr().err
+    assert code == EXIT_OK, err
+    assert "p.json: runner plugin:acme/thing/default is installed" in err

@@ -20,6 +20,7 @@ from typing import Any, Final, TextIO, cast
 
 from agentrunner import (
     AgentInput,
+    AgentRunnerManifest,
     DeliveryContext,
     MessageCompletedResult,
     MessageDeltaResult,
@@ -175,7 +176,9 @@ def build_parser() -> argparse.ArgumentParser:
     db = commands.add_parser("db", help="database maintenance").add_subparsers(dest="action", required=True)
     db.add_parser("upgrade", parents=[common], help="migrate the database to the newest revision")
 
-    migrate = commands.add_parser("migrate-config", help="convert legacy pipeline configurations (dry run)")
+    migrate = commands.add_parser(
+        "migrate-config", parents=[common], help="convert legacy pipeline configurations (dry run)"
+    )
     migrate.add_argument("file", nargs="+", help="legacy pipeline configuration (JSON), one per pipeline")
     migrate.add_argument(
         "--strict",
@@ -630,6 +633,29 @@ def _cmd_db(args: argparse.Namespace, out: TextIO) -> int:
     return EXIT_OK
 
 
+def _known_runners(args: argparse.Namespace) -> dict[str, AgentRunnerManifest | None]:
+    """Runner ids this host would load, with their manifests where known: installed entry points, the
+    configured plugin directories, and plugins installed with ``agentrunner plugins install``."""
+    from agentrunner_host.runtime import discover_plugins
+    from agentrunner_host.runtime.plugin_envs import installed_plugins
+    from agentrunner_host.service.host_service import installed_manifests
+
+    known: dict[str, AgentRunnerManifest | None] = dict(installed_manifests())
+    try:
+        settings = _settings(args)
+    except HostError as exc:
+        sys.stderr.write(f"note: the configuration was not read ({exc}); only installed entry points count\n")
+        return known
+    for spec in discover_plugins(settings.plugin_dirs).plugins.values():
+        for entry in spec.runners:
+            known.setdefault(f"plugin:{spec.plugin_id}/{entry.name}", entry.manifest)
+    plugins, _ = installed_plugins(settings.data_dir)
+    for plugin in plugins:
+        for runner in plugin.runners:
+            known.setdefault(f"plugin:{plugin.plugin_id}/{runner.name}", None)
+    return known
+
+
 def _cmd_migrate_config(args: argparse.Namespace, out: TextIO) -> int:
     try:
         from agentrunner_host.legacy.migration import (
@@ -643,9 +669,8 @@ def _cmd_migrate_config(args: argparse.Namespace, out: TextIO) -> int:
             "migrate-config is not available in this build (agentrunner_host.legacy is missing)"
         ) from None
     from agentrunner_host.context_builder import is_secret_name
-    from agentrunner_host.service.host_service import installed_manifests
 
-    manifests = installed_manifests()
+    manifests = _known_runners(args)
 
     def is_secret(runner_id: str, name: str) -> bool:
         # The installed runner's schema decides; a runner that is not installed gets the name guess.
