@@ -92,6 +92,7 @@ _SDK_API = [
     "ModelToolCall",
     "ModelUsage",
     "NotFoundError",
+    "ModelAuthFailedError",
     "PROTOCOL_VERSION",
     "ParsedResult",
     "PayloadTooLargeError",

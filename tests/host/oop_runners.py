@@ -6,6 +6,8 @@ This module imports only the SDK, so a child started with ``--plugin-dir tests/h
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import time
 from collections.abc import AsyncIterator
 from typing import ClassVar
 
@@ -18,6 +20,7 @@ from agentrunner import (
     AgentRunnerPermissions,
     AgentRunResult,
     APIError,
+    DynamicFormItemSchema,
     I18nObject,
 )
 
@@ -25,7 +28,11 @@ PLUGIN = "test/transport"
 
 
 def _manifest(
-    name: str, *, streaming: bool = True, permissions: AgentRunnerPermissions | None = None
+    name: str,
+    *,
+    streaming: bool = True,
+    permissions: AgentRunnerPermissions | None = None,
+    config_schema: list[DynamicFormItemSchema] | None = None,
 ) -> AgentRunnerManifest:
     return AgentRunnerManifest(
         id=f"plugin:{PLUGIN}/{name}",
@@ -33,6 +40,7 @@ def _manifest(
         label=I18nObject(en_US=name),
         capabilities=AgentRunnerCapabilities(streaming=streaming, interrupt=True),
         permissions=permissions or AgentRunnerPermissions(),
+        config_schema=config_schema or [],
     )
 
 
@@ -151,6 +159,96 @@ class FakeBackCallRunner(AgentRunner):
         yield out.complete()
 
 
+MODEL_FORM = [
+    DynamicFormItemSchema(name="model", label=I18nObject(en_US="Model"), type="model-fallback-selector")
+]
+
+
+class FakeModelStreamRunner(AgentRunner):
+    """Relays a granted model's stream (``models.stream``), one delta per chunk, as fast as it comes."""
+
+    manifest: ClassVar[AgentRunnerManifest] = _manifest(
+        "modelstream", permissions=AgentRunnerPermissions(models=["stream"]), config_schema=MODEL_FORM
+    )
+
+    async def run(self, ctx: AgentRunContext, api: AgentRunAPI) -> AsyncIterator[AgentRunResult]:
+        out = self.emitter(ctx)
+        model = ctx.config["model"]
+        assert isinstance(model, dict)
+        async for chunk in api.models.stream(str(model["primary"]), [{"role": "user", "content": "go"}]):
+            yield out.delta(chunk.delta or "")
+        yield out.complete()
+
+
+class FakeSwallowRunner(AgentRunner):
+    """Starts a child process, reports its pid, then swallows every cancellation (a hostile runner)."""
+
+    manifest: ClassVar[AgentRunnerManifest] = _manifest("swallow")
+
+    async def run(self, ctx: AgentRunContext, api: AgentRunAPI) -> AsyncIterator[AgentRunResult]:
+        out = self.emitter(ctx)
+        child = subprocess.Popen(["sleep", "600"])  # noqa: ASYNC220
+        yield out.delta(f"pid:{child.pid}")
+        while True:
+            try:
+                await asyncio.sleep(3600)
+            except asyncio.CancelledError:
+                continue
+        yield out.complete()  # pragma: no cover
+
+
+class FakeBlockingRunner(AgentRunner):
+    """Blocks its event loop with a synchronous sleep: the whole runtime stops answering."""
+
+    manifest: ClassVar[AgentRunnerManifest] = _manifest("blocking")
+
+    async def run(self, ctx: AgentRunContext, api: AgentRunAPI) -> AsyncIterator[AgentRunResult]:
+        yield self.emitter(ctx).delta("about to block")
+        time.sleep(120)  # noqa: ASYNC251 - blocking the loop is the point
+        yield self.emitter(ctx).complete()
+
+
+class FakeForgerRunner(AgentRunner):
+    """Reads and writes conversation state as the run named in its input (``forge:<run id>``), or its own."""
+
+    manifest: ClassVar[AgentRunnerManifest] = _manifest("forger")
+
+    async def run(self, ctx: AgentRunContext, api: AgentRunAPI) -> AsyncIterator[AgentRunResult]:
+        out = self.emitter(ctx)
+        text = ctx.input.text or ""
+        if text == "hold":  # the victim: live until cancelled
+            yield out.delta("holding")
+            await asyncio.sleep(3600)
+        target = text.removeprefix("forge:") if text.startswith("forge:") else ctx.run_id
+        forged = (
+            api
+            if target == ctx.run_id
+            else AgentRunAPI(api.transport, run_id=target, deadline_at=ctx.runtime.deadline_at)
+        )
+        try:
+            value = await forged.state.get("conversation", "secret")
+            await forged.state.set("conversation", "secret", "overwritten")
+        except APIError as exc:
+            yield out.message(f"denied:{exc.code}")
+        else:
+            yield out.message(f"read:{value.value}")
+        yield out.complete()
+
+
+class FakeNanStateRunner(AgentRunner):
+    """Yields a raw state.updated dict whose value is NaN."""
+
+    manifest: ClassVar[AgentRunnerManifest] = _manifest("nanstate")
+
+    async def run(self, ctx: AgentRunContext, api: AgentRunAPI) -> AsyncIterator[AgentRunResult]:
+        raw = {
+            "type": "state.updated",
+            "data": {"scope": "conversation", "key": "keep", "value": float("nan")},
+        }
+        yield raw  # type: ignore[misc]
+        yield self.emitter(ctx).complete()
+
+
 ALL = [
     FakeEchoRunner,
     FakeCrashRunner,
@@ -162,4 +260,9 @@ ALL = [
     FakeUnfinishedRunner,
     FakeNoStreamRunner,
     FakeBackCallRunner,
+    FakeModelStreamRunner,
+    FakeSwallowRunner,
+    FakeBlockingRunner,
+    FakeForgerRunner,
+    FakeNanStateRunner,
 ]

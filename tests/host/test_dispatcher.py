@@ -298,10 +298,12 @@ async def test_a_call_after_the_deadline_is_deadline_exceeded() -> None:
         event=event(),
         now=time.time() - 10,
     )
-    host.dispatcher.register(snapshot)
+    live = host.dispatcher.register(snapshot)
     with pytest.raises(DeadlineExceededError):
         await host.dispatcher.handle(
-            BackCallRequest(run_id="run_late", action="knowledge.list", caller=PLUGIN)
+            BackCallRequest(
+                run_id="run_late", action="knowledge.list", caller=PLUGIN, call_token=live.call_token
+            )
         )
     host.dispatcher.unregister("run_late")
     await host.aclose()

@@ -15,12 +15,12 @@ from agentrunner import (
     ContentElement,
     ImageContent,
     InvalidArgumentError,
+    ModelAuthFailedError,
     ModelStreamChunk,
     NotFoundError,
     RateLimitedError,
     RuntimeAPIError,
     TextContent,
-    UnauthorizedError,
 )
 from agentrunner.actions import ModelInvokeParams, ModelRerankParams
 from agentrunner.api_types import ModelToolCall
@@ -200,7 +200,8 @@ async def test_a_model_without_streaming_is_streamed_as_one_chunk(server: FakeOp
     ("status", "error", "retryable"),
     [
         (400, InvalidArgumentError, False),
-        (401, UnauthorizedError, False),
+        (401, ModelAuthFailedError, False),
+        (403, ModelAuthFailedError, False),
         (404, NotFoundError, False),
         (429, RateLimitedError, True),
         (500, RuntimeAPIError, True),
@@ -241,7 +242,7 @@ async def test_the_api_key_never_appears_in_errors_or_logs(
     """An upstream message echoing the key is scrubbed before it reaches the runner or the log."""
     caplog.set_level(logging.DEBUG)
     server.error(401, f"Incorrect API key provided: {KEY}")
-    with pytest.raises(UnauthorizedError) as caught:
+    with pytest.raises(ModelAuthFailedError) as caught:
         await models.invoke(models.resources()[0], _params(), access=ACCESS)
     assert KEY not in caught.value.message and "***" in caught.value.message
     assert KEY not in caplog.text

@@ -111,7 +111,7 @@ async def test_cancelling_a_live_run_ends_it_as_cancelled(
     await asyncio.wait_for(runner.started.wait(), timeout=5)
     response = await client.post(f"/v1/runs/{run_id}/cancel")
     assert response.status_code == 200
-    assert response.json() == {"run_id": run_id, "cancelled": True, "status": "failed"}
+    assert response.json() == {"run_id": run_id, "cancelled": True, "status": "failed", "cancelling": False}
     run = (await client.get(f"/v1/runs/{run_id}")).json()
     assert run["code"] == "cancelled"
     results = (await client.get(f"/v1/runs/{run_id}/results")).json()["results"]

@@ -68,7 +68,12 @@ async def test_runs_cancel_stops_a_live_run_through_the_servers_api(
         run_id = (await client.post("/v1/events", json={"text": "x", "bot_id": "g"})).json()["run_id"]
     await asyncio.wait_for(runner.started.wait(), timeout=5)
     code, out = await _cli("runs", "cancel", run_id, "--url", server)
-    assert code == EXIT_OK and json.loads(out) == {"run_id": run_id, "cancelled": True, "status": "failed"}
+    assert code == EXIT_OK and json.loads(out) == {
+        "run_id": run_id,
+        "cancelled": True,
+        "status": "failed",
+        "cancelling": False,
+    }
     code, out = await _cli("runs", "show", run_id, "--url", server)
     assert code == EXIT_OK and json.loads(out)["code"] == "cancelled"
     monkeypatch.setenv("AGENTRUNNER_API_TOKEN", "wrong")

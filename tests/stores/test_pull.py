@@ -379,8 +379,10 @@ async def test_state_errors_map_to_protocol_codes(pull: PullAPI) -> None:
             STATEFUL, StateSetParams(scope="conversation", key="k", value=2, expected_version=0)
         )
     assert conflict.value.details["current_version"] == 1
+    # The SDK's models refuse NaN themselves; a host must still refuse one that bypassed validation.
+    nan = StateSetParams.model_construct(scope="conversation", key="n", value=float("nan"))
     with pytest.raises(InvalidArgumentError):
-        await pull.state_set(STATEFUL, StateSetParams(scope="conversation", key="n", value=float("nan")))
+        await pull.state_set(STATEFUL, nan)
 
 
 async def test_state_list_cursor_is_bound_to_scope_and_prefix(stores: HostStores, pull: PullAPI) -> None:

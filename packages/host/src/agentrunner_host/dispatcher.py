@@ -1,7 +1,7 @@
 """The back-call dispatcher: every call a runner makes is checked here against its run's frozen snapshot.
 
 Checks, in order (PROTOCOL_V1 §8, QA guide §8): caller identity present → run live → caller is the run's
-plugin → known action → deadline → payload size → rate limit → parameters → the action is granted by the
+plugin → the call carries the run's own credential (its per-run ``call_token``) → known action → deadline → payload size → rate limit → parameters → the action is granted by the
 snapshot for that resource. Denials answer the §9 codes. Every call, allowed or denied, leaves an audit
 record (run, runner, action, resource, scope, decision, latency). v1 never retries anything by itself.
 """
@@ -9,7 +9,9 @@ record (run, runner, action, resource, scope, decision, latency). v1 never retri
 from __future__ import annotations
 
 import asyncio
+import hmac
 import logging
+import secrets
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
@@ -85,6 +87,8 @@ class LiveRun:
     snapshot: AuthorizationSnapshot
     access: RunAccess
     bucket: _TokenBucket
+    call_token: str = field(default_factory=lambda: secrets.token_urlsafe(32), repr=False)
+    """The run's call credential: every back-call must present it (a run id alone is not a credential)."""
     audit: list[AuditRecord] = field(default_factory=list[AuditRecord])
     platform_requests: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
 
@@ -215,6 +219,10 @@ class BackCallDispatcher:
         snapshot = live.snapshot
         if request.caller != snapshot.plugin_id:
             raise UnauthorizedError(f"run {request.run_id} does not belong to {request.caller}")
+        # Same plugin, even the same connection, is not enough: runs of one plugin share a process, so a runner
+        # could name a sibling run's id. Only the run's own API holds its token.
+        if not hmac.compare_digest((request.call_token or "").encode(), live.call_token.encode()):
+            raise UnauthorizedError(f"the call does not carry the credential of run {request.run_id}")
         spec = ACTIONS.get(request.action)
         if spec is None:
             raise InvalidArgumentError(f"unknown action {request.action!r}")

@@ -61,7 +61,12 @@ class InProcessConnection:
         if runner is None:
             raise RunnerTransportError("runner.not_found", f"runner {request.runner_id} is not hosted here")
         ctx = request.context
-        api = AgentRunAPI(self._transport, run_id=ctx.run_id, deadline_at=ctx.runtime.deadline_at)
+        api = AgentRunAPI(
+            self._transport,
+            run_id=ctx.run_id,
+            deadline_at=ctx.runtime.deadline_at,
+            call_token=request.call_token,
+        )
         results = runner.run(ctx, api)
         try:
             async for result in results:

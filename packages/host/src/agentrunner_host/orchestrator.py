@@ -63,6 +63,8 @@ log = logging.getLogger("agentrunner.host.orchestrator")
 _STATE_KEY = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:\-/]{0,199}$")
 _MAX_INLINE_ARTIFACT = 1024 * 1024
 _QUEUE_SIZE = 256
+_WARNINGS_PER_KIND = 5
+"""Warnings of one kind logged and recorded per run; the rest are counted in one summary record."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +129,8 @@ class _RunState:
     transcript: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
     host_events: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
     warnings: int = 0
+    warning_counts: dict[str, int] = field(default_factory=dict[str, int])
+    """Warnings by kind; past :data:`_WARNINGS_PER_KIND` they are only counted."""
     results_seen: int = 0
     start_persisted: bool = False
     state_snapshot: dict[str, dict[str, Any]] = field(default_factory=dict[str, dict[str, Any]])
@@ -157,8 +161,19 @@ class RunHandle:
         self._task: asyncio.Task[None] | None = None
         self._started = False
         self._finishing = False
-        self.cancel_requested: str | None = None
+        self._terminal_seen = False
+        self._state: _RunState | None = None
+        self._watchdogs: list[asyncio.TimerHandle] = []
         self._log = log
+        self.cancel_requested: str | None = None
+        """Why the run was asked to stop, once :meth:`Orchestrator.cancel` accepted a cancellation."""
+        self.force_ended = False
+        """The host recorded the run's end without its task (the runner ignored cancellation past the grace)."""
+
+    @property
+    def cancelling(self) -> bool:
+        """A cancellation was accepted and the run has not ended yet."""
+        return self.cancel_requested is not None and not self.done
 
     @property
     def done(self) -> bool:
@@ -221,6 +236,7 @@ class Orchestrator:
         pull: Any = None,
         cancel_grace_seconds: float = 2.0,
         harness: HarnessSupport | None = None,
+        force_end_grace_seconds: float = 5.0,
     ) -> None:
         self.registry = registry
         self.snapshots = snapshots
@@ -232,7 +248,10 @@ class Orchestrator:
         self.cancel_grace_seconds = cancel_grace_seconds
         self.harness = harness
         """Support of code-executing runners; without it such runners are refused."""
+        self.force_end_grace_seconds = force_end_grace_seconds
+        """Seconds a run may go on after its cancellation or deadline before the host force-ends it."""
         self._handles: dict[str, RunHandle] = {}
+        self._force_ends: set[asyncio.Task[None]] = set()
         self._sessions: dict[str, _SessionGate] = {}
 
     # -- entry points ------------------------------------------------------------------------------------------
@@ -291,8 +310,13 @@ class Orchestrator:
             await self._persist_start(state, include_event=not ingested)
             state.log = self.stores.runs.log(run_id)
         handle = RunHandle(run_id, binding, snapshot, log=state.log)
+        handle._state = state  # pyright: ignore[reportPrivateUsage]
         self._handles[run_id] = handle
         handle._task = asyncio.create_task(self._drive(handle, state), name=f"agentrunner-run-{run_id}")  # pyright: ignore[reportPrivateUsage]
+        # A runner that swallows the deadline's cancellation must still end: force it a grace period later.
+        self._arm_watchdog(
+            handle, state, at=_loop_time_for(snapshot.deadline_at) + self.force_end_grace_seconds
+        )
         return handle
 
     async def _persist_start(self, state: _RunState, *, include_event: bool) -> None:
@@ -359,10 +383,18 @@ class Orchestrator:
         handle = self._handles.get(run_id)
         if handle is None or handle.done or handle.cancel_requested is not None:
             return False
+        if handle._terminal_seen or handle._finishing:  # pyright: ignore[reportPrivateUsage]
+            return False  # the runner already ended the run; a cancel after the terminal changes nothing
         handle.cancel_requested = reason
+        state = handle._state  # pyright: ignore[reportPrivateUsage]
+        if state is not None:
+            loop = asyncio.get_running_loop()
+            self._arm_watchdog(handle, state, at=loop.time() + self.force_end_grace_seconds)
         try:
             conn = self.registry.connection(handle.snapshot.plugin_id)
-            await asyncio.wait_for(conn.cancel(run_id), timeout=self.cancel_grace_seconds)
+            # asyncio.timeout, never wait_for: wait_for can swallow a cancellation of this caller on 3.11.
+            async with asyncio.timeout(self.cancel_grace_seconds):
+                await conn.cancel(run_id)
         except Exception:  # the runtime may already be gone; ending the task below is enough
             log.debug("cancel of %s could not reach the runtime", run_id, exc_info=True)
         task = handle._task  # pyright: ignore[reportPrivateUsage]
@@ -374,12 +406,59 @@ class Orchestrator:
         return True
 
     async def aclose(self) -> None:
-        """Cancel every live run and wait for them to end."""
+        """Cancel every live run and wait for them to end (a task that ignores its cancellation is left behind
+        after the force-end grace, logged as leaked)."""
         for run_id in list(self._handles):
             await self.cancel(run_id, reason="host shutting down")
-        tasks = [h._task for h in self._handles.values() if h._task is not None]  # pyright: ignore[reportPrivateUsage]
+        tasks = {h._task for h in self._handles.values() if h._task is not None}  # pyright: ignore[reportPrivateUsage]
+        tasks |= self._force_ends
         if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)
+            _done, pending = await asyncio.wait(tasks, timeout=self.force_end_grace_seconds * 2)
+            for task in pending:
+                log.error("task %s ignored its cancellation through host shutdown; leaked", task.get_name())
+
+    # -- escalation --------------------------------------------------------------------------------------------
+
+    def _arm_watchdog(self, handle: RunHandle, state: _RunState, *, at: float) -> None:
+        loop = asyncio.get_running_loop()
+        timer = loop.call_at(at, self._escalate, handle, state)
+        handle._watchdogs.append(timer)  # pyright: ignore[reportPrivateUsage]
+
+    def _escalate(self, handle: RunHandle, state: _RunState) -> None:
+        """The grace after a cancel or the deadline is over and the run has not ended: end it without its task."""
+        if handle.done or handle._finishing:  # pyright: ignore[reportPrivateUsage]
+            return
+        grace = self.force_end_grace_seconds
+        if handle.cancel_requested is not None:
+            failure = (
+                "cancelled",
+                f"run cancelled: {handle.cancel_requested} (force-ended: the runner ignored the cancellation"
+                f" for {grace:g}s)",
+                False,
+            )
+        else:
+            failure = (
+                "deadline_exceeded",
+                f"the run did not finish before its deadline (force-ended: the runner ignored the"
+                f" cancellation for {grace:g}s)",
+                True,
+            )
+        handle.force_ended = True
+        task = handle._task  # pyright: ignore[reportPrivateUsage]
+        log.warning(
+            "run %s (%s) ignored its cancellation for %gs: its end is recorded now and its task %s is left"
+            " running (leaked)",
+            state.run_id,
+            state.descriptor.runner_id,
+            grace,
+            task.get_name() if task is not None else "?",
+        )
+        self._record(state, "run.force_ended", {"code": failure[0], "grace_seconds": grace})
+        ender = asyncio.create_task(
+            self._finish(handle, state, failure), name=f"agentrunner-end-{state.run_id}"
+        )
+        self._force_ends.add(ender)
+        ender.add_done_callback(self._force_ends.discard)
 
     # -- the run -----------------------------------------------------------------------------------------------
 
@@ -400,7 +479,13 @@ class Orchestrator:
                 aclosing(conn.run(request)) as stream,
             ):
                 async for raw in stream:
+                    if handle.cancel_requested is not None:
+                        # The cancellation may have been swallowed on its way through the runner: a run whose
+                        # cancel was accepted never goes on to deliver (or complete).
+                        raise asyncio.CancelledError
                     delivered = await self._accept(state, raw)
+                    if state.terminal is not None:
+                        handle._terminal_seen = True  # pyright: ignore[reportPrivateUsage]
                     if delivered is not None:
                         await handle._deliver(delivered)  # pyright: ignore[reportPrivateUsage]
                         if state.log is not None and state.log.backlogged:
@@ -419,7 +504,10 @@ class Orchestrator:
         except RunnerTransportError as exc:
             failure = (exc.code, exc.message, exc.retryable)
         except Exception as exc:
-            log.exception("run %s failed inside the host", run_id)
+            if handle.force_ended:  # the end is recorded already; this is the leaked task finally stopping
+                log.debug("force-ended run %s: its task ended with %r", run_id, exc)
+            else:
+                log.exception("run %s failed inside the host", run_id)
             failure = ("host.error", f"host error: {type(exc).__name__}", True)
         finally:
             await self._finish(handle, state, failure)
@@ -442,7 +530,10 @@ class Orchestrator:
             raw_ref=raw_ref,
         )
         return AgentRunRequest(
-            runner_id=snapshot.runner_id, runner_name=state.descriptor.manifest.name, context=ctx
+            runner_id=snapshot.runner_id,
+            runner_name=state.descriptor.manifest.name,
+            context=ctx,
+            call_token=state.live.call_token if state.live is not None else None,
         )
 
     # -- result validation -------------------------------------------------------------------------------------
@@ -476,6 +567,13 @@ class Orchestrator:
                 )
             parsed = raw
             payload = raw.__pydantic_serializer__.to_json(raw)
+            if (b"NaN" in payload or b"Infinity" in payload) and not isinstance(raw, StateUpdatedResult):
+                # A model built without validation can hold NaN/Infinity, written as bare constants: not JSON.
+                where = json.non_finite_path(raw.model_dump())
+                if where is not None:
+                    raise _Violation(
+                        "runner.invalid_result", f"invalid result: {where}: NaN or Infinity is not JSON"
+                    )
             size = len(payload)
             if size > policy.max_result_bytes:
                 raise _Violation(
@@ -619,6 +717,9 @@ class Orchestrator:
             reason = f"scope {data.scope!r} is not granted"
         elif not _STATE_KEY.match(data.key):
             reason = f"key {data.key!r} is not a valid state key"
+        elif (where := json.non_finite_path(data.value)) is not None:
+            # orjson would store it as null, and null means "delete": refuse it instead.
+            reason = f"value holds NaN or Infinity at {where}, which JSON cannot carry"
         else:
             try:
                 size = json.json_size(data.value)
@@ -733,14 +834,41 @@ class Orchestrator:
 
     def _warn(self, state: _RunState, kind: str, message: str) -> None:
         state.warnings += 1
-        log.warning("run %s (%s): %s", state.run_id, state.descriptor.runner_id, message)
-        state.host_events.append({"event_type": kind, "data": {"message": message}})
+        seen = state.warning_counts.get(kind, 0) + 1
+        state.warning_counts[kind] = seen
+        # A runner repeating one violation must not flood the log or the event log: the first few of each kind
+        # are logged and recorded, the rest are counted and summarised once at the run's end.
+        if seen <= _WARNINGS_PER_KIND:
+            log.warning("run %s (%s): %s", state.run_id, state.descriptor.runner_id, message)
+            state.host_events.append({"event_type": kind, "data": {"message": message}})
+
+    def _summarise_warnings(self, state: _RunState) -> None:
+        for kind, seen in state.warning_counts.items():
+            if seen > _WARNINGS_PER_KIND:
+                dropped = seen - _WARNINGS_PER_KIND
+                log.warning(
+                    "run %s (%s): %d more %s warnings not logged",
+                    state.run_id,
+                    state.descriptor.runner_id,
+                    dropped,
+                    kind,
+                )
+                state.host_events.append(
+                    {
+                        "event_type": kind,
+                        "data": {"message": f"{dropped} more like this", "suppressed": dropped},
+                    }
+                )
 
     async def _finish(
         self, handle: RunHandle, state: _RunState, failure: tuple[str, str, bool] | None
     ) -> None:
+        if handle._finishing:  # pyright: ignore[reportPrivateUsage]
+            return  # already ended (force-ended while its task went on): one terminal per run
         final_item: DeliveredResult | None = None
         handle._finishing = True  # pyright: ignore[reportPrivateUsage]
+        for timer in handle._watchdogs:  # pyright: ignore[reportPrivateUsage]
+            timer.cancel()
         try:
             if state.terminal is None:
                 if failure is None:
@@ -770,6 +898,7 @@ class Orchestrator:
                 _clear_deltas(state)
             for call_id, name in state.open_tool_calls.items():
                 self._warn(state, "violation.tool_unpaired", f"tool call {call_id} ({name}) never completed")
+            self._summarise_warnings(state)
         finally:
             live = self.dispatcher.unregister(state.run_id)
             terminal = state.terminal

@@ -11,7 +11,8 @@ them over plain HTTP (``httpx2``, whose built-in SSE reader handles streaming):
   wire, never in the protocol;
 * rerank (``POST {base}/rerank`` in the Jina/Cohere/vLLM shape).
 
-Upstream failures become §9 errors: 400/422 ``invalid_argument``, 401/403 ``unauthorized``, 404
+Upstream failures become §9 errors: 400/422 ``invalid_argument``, 401/403 ``model.auth_failed`` (not the
+host's ``unauthorized``, which means "outside this run's grant"), 404
 ``not_found``, 413 ``payload_too_large``, 429 ``rate_limited``, timeouts and 5xx ``runtime_error``
 (retryable). The API key never appears in a message or a log line: upstream text is scrubbed of it.
 """
@@ -32,6 +33,7 @@ from agentrunner import (
     ChatMessage,
     ImageContent,
     InvalidArgumentError,
+    ModelAuthFailedError,
     ModelResource,
     ModelResponse,
     ModelStreamChunk,
@@ -41,7 +43,6 @@ from agentrunner import (
     RerankResult,
     RuntimeAPIError,
     TextContent,
-    UnauthorizedError,
 )
 from agentrunner import _json as json
 from agentrunner.actions import ModelInvokeParams, ModelRerankParams
@@ -588,7 +589,9 @@ def _status_error(config: ModelConfig, response: httpx2.Response, key: str | Non
     if status in (400, 422):
         return InvalidArgumentError(message, details=details)
     if status in (401, 403):
-        return UnauthorizedError(message, details=details)
+        # The provider refused the host's key: the provider's (or operator's) fault, never the run's grant,
+        # so not ``unauthorized`` — a runner falls back to its next model on this code.
+        return ModelAuthFailedError(message, details=details)
     if status == 404:
         return NotFoundError(message, details=details)
     if status == 413:

@@ -70,6 +70,7 @@ from .errors import (
     APIError,
     DeadlineExceededError,
     InvalidArgumentError,
+    ModelAuthFailedError,
     NotFoundError,
     PayloadTooLargeError,
     ProtocolError,
@@ -258,6 +259,7 @@ __all__ = (
     "RateLimitedError",
     "InvalidArgumentError",
     "RuntimeAPIError",
+    "ModelAuthFailedError",
     "ProtocolError",
     "RunnerDefinitionError",
 )

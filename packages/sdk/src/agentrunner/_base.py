@@ -23,4 +23,7 @@ class ProtocolModel(BaseModel):
         use_attribute_docstrings=True,
         populate_by_name=True,
         ser_json_inf_nan="constants",
+        # JSON has no NaN/Infinity: building a model with one fails here, in the runner, instead of reaching
+        # the wire as null (which state reads as "delete").
+        allow_inf_nan=False,
     )

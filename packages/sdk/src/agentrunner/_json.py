@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import orjson
 
-__all__ = ["dumps", "dumps_canonical", "dumps_str", "json_size", "loads"]
+__all__ = ["dumps", "dumps_canonical", "dumps_str", "json_size", "loads", "non_finite_path"]
 
 _OPTIONS = orjson.OPT_NON_STR_KEYS
 
@@ -34,3 +35,24 @@ def json_size(value: Any) -> int:
 def dumps_canonical(value: Any) -> bytes:
     """Deterministic JSON (sorted keys) for hashing."""
     return orjson.dumps(value, option=_OPTIONS | orjson.OPT_SORT_KEYS)
+
+
+def non_finite_path(value: Any, path: str = "") -> str | None:
+    """Where *value* holds NaN or ±Infinity (``"a.b[2]"``, ``""`` for the root), or ``None``.
+
+    JSON has no such numbers and orjson would write them as ``null``, which the protocol reads as "delete" for
+    state: every producer refuses them instead of letting them turn into something else.
+    """
+    if isinstance(value, float):
+        return None if math.isfinite(value) else (path or "value")
+    if isinstance(value, dict):
+        for key, item in value.items():  # pyright: ignore[reportUnknownVariableType]
+            found = non_finite_path(item, f"{path}.{key}" if path else str(key))  # pyright: ignore[reportUnknownArgumentType]
+            if found is not None:
+                return found
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(value):  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+            found = non_finite_path(item, f"{path}[{index}]")
+            if found is not None:
+                return found
+    return None

@@ -84,6 +84,9 @@ class BackCallRequest(ProtocolModel):
     rejects a call without one as ``unauthorized``."""
     idempotency_key: str | None = Field(default=None, max_length=200)
     """De-duplication key of a side-effecting call; a repeat returns the first answer."""
+    call_token: str | None = Field(default=None, repr=False)
+    """The run's call credential (``AgentRunRequest.call_token``), presented by :class:`AgentRunAPI` on every call.
+    A run id alone is not a credential: the host refuses a call whose token is not its run's as ``unauthorized``."""
 
 
 class EmptyParams(ProtocolModel):

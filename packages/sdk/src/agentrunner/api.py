@@ -17,6 +17,7 @@ from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel, JsonValue
 
+from . import _json
 from .actions import ACTIONS, BackCallRequest, KnowledgeListResult
 from .api_types import (
     ArtifactChunk,
@@ -313,10 +314,18 @@ class AgentRunAPI:
     platform: _Platform
     """``platform.request_action``."""
 
-    def __init__(self, transport: APITransport, *, run_id: str, deadline_at: float | None = None) -> None:
+    def __init__(
+        self,
+        transport: APITransport,
+        *,
+        run_id: str,
+        deadline_at: float | None = None,
+        call_token: str | None = None,
+    ) -> None:
         self.transport = transport
         self.run_id = run_id
         self.deadline_at = deadline_at
+        self._call_token = call_token  # the run's credential (AgentRunRequest.call_token); never logged
         self.models = _Models(self)
         self.tools = _Tools(self)
         self.knowledge = _Knowledge(self)
@@ -344,8 +353,15 @@ class AgentRunAPI:
         clean = {
             k: v for k, v in params.items() if v is not None or (k in fields and fields[k].is_required())
         }
+        where = _json.non_finite_path(clean)
+        if where is not None:
+            raise InvalidArgumentError(f"{action}: {where}: NaN and Infinity are not JSON numbers")
         return BackCallRequest(
-            run_id=self.run_id, action=action, params=clean, idempotency_key=idempotency_key
+            run_id=self.run_id,
+            action=action,
+            params=clean,
+            idempotency_key=idempotency_key,
+            call_token=self._call_token,
         )
 
     async def call_raw(
@@ -379,7 +395,10 @@ class AgentRunAPI:
             while True:
                 timeout = self._remaining()
                 try:
-                    chunk = await asyncio.wait_for(anext(chunks), timeout)
+                    # asyncio.timeout, never wait_for: on Python 3.11 wait_for drops the caller's cancellation
+                    # when the inner call has already finished, so a cancelled run would stream on.
+                    async with asyncio.timeout(timeout):
+                        chunk = await anext(chunks)
                 except StopAsyncIteration:
                     return
                 except TimeoutError as exc:

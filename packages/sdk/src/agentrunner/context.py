@@ -297,3 +297,7 @@ class AgentRunRequest(ProtocolModel):
     """Runner name inside its plugin."""
     context: AgentRunContext
     """The run context."""
+    call_token: str | None = Field(default=None, repr=False)
+    """An unguessable per-run secret the host issues; every back-call of the run presents it
+    (``BackCallRequest.call_token``). It is kept out of the context so runner code never logs it by dumping
+    ``ctx``; only the run's own :class:`AgentRunAPI` holds it."""

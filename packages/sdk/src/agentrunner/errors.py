@@ -11,6 +11,7 @@ Exception tree::
     │   ├── RateLimitedError            rate_limited
     │   ├── InvalidArgumentError        invalid_argument
     │   └── RuntimeAPIError             runtime_error (and any code this SDK does not know)
+    │       └── ModelAuthFailedError    model.auth_failed: the model provider refused the host's credentials
     ├── ProtocolError                   a peer broke the wire protocol
     └── RunnerDefinitionError           an AgentRunner subclass is declared wrongly (a usage error)
 
@@ -33,6 +34,7 @@ __all__ = [
     "DeadlineExceededError",
     "ErrorCode",
     "InvalidArgumentError",
+    "ModelAuthFailedError",
     "NotFoundError",
     "PayloadTooLargeError",
     "ProtocolError",
@@ -165,6 +167,15 @@ class RuntimeAPIError(APIError):
     code = "runtime_error"
 
 
+class ModelAuthFailedError(RuntimeAPIError):
+    """The model provider refused the host's credentials (upstream 401/403): a revoked or wrong provider key.
+
+    The provider's fault, not the run's grant (that is :class:`UnauthorizedError`): a runner with fallback models
+    should try the next one. A peer that does not know the code reads it as ``runtime_error``."""
+
+    code = "model.auth_failed"
+
+
 _BY_CODE: Final[dict[str, type[APIError]]] = {
     cls.code: cls
     for cls in (
@@ -175,6 +186,7 @@ _BY_CODE: Final[dict[str, type[APIError]]] = {
         RateLimitedError,
         InvalidArgumentError,
         RuntimeAPIError,
+        ModelAuthFailedError,
     )
 }
 

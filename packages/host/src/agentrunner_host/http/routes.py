@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import uuid
 from typing import Any, Final, TypeVar
@@ -104,9 +105,14 @@ async def _body(request: Request, model: type[M]) -> M:
         value = model.model_validate_json(raw, strict=True)
     except ValidationError as exc:
         raise ApiError(422, "invalid_request", _describe(exc)) from None
+    dumped = value.model_dump(mode="json")
+    where = json.non_finite_path(dumped)
+    if where is not None:
+        # JSON has no NaN/Infinity (Python's parser accepts them); stored with orjson they would become null.
+        raise ApiError(422, "invalid_request", f"{where}: NaN and Infinity are not JSON numbers")
     try:
         # The stores encode with orjson, which holds integers to 64 bits; refuse larger ones here, not later.
-        json.dumps(value.model_dump(mode="json"))
+        json.dumps(dumped)
     except TypeError as exc:
         raise ApiError(422, "invalid_request", f"the body cannot be stored: {exc}") from None
     return value
@@ -256,15 +262,24 @@ async def cancel_run(request: Request) -> Response:
     run_id = _path_id(request, "run_id")
     feed = service.feed(run_id)
     cancelled = await service.cancel(run_id)
-    if cancelled and feed is not None:
-        # Let the run record its cancellation so the answer shows the final status.
-        await asyncio.wait_for(asyncio.shield(feed.outcome()), timeout=_CANCEL_SETTLE_SECONDS)
+    cancelling = feed is not None and feed.handle.cancel_requested is not None
+    if cancelling and feed is not None:
+        # Let the run record its cancellation so the answer shows the final status. asyncio.timeout, never
+        # wait_for (which can swallow this request's own cancellation on 3.11); the host force-ends a run that
+        # ignores its cancellation, so a run still live after the settle time is answered as "cancelling".
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(_CANCEL_SETTLE_SECONDS):
+                await feed.outcome()
     view = await service.run(run_id)
-    if not cancelled and view.status == "running":
+    if not cancelling and view.status == "running":
         raise ApiError(
             409, "not_live", f"run {run_id} is executing in another process and cannot be cancelled here"
         )
-    return _json(CancelOut(run_id=run_id, cancelled=cancelled, status=view.status))
+    in_progress = cancelling and view.status == "running"
+    return _json(
+        CancelOut(run_id=run_id, cancelled=cancelled, status=view.status, cancelling=in_progress),
+        status=202 if in_progress else 200,
+    )
 
 
 # -- runners, agents, bindings --------------------------------------------------------------------------------
@@ -588,6 +603,10 @@ ENDPOINTS: Final[tuple[Endpoint, ...]] = (
         params=(_RUN_ID,),
         responses={
             200: (CancelOut, "Cancelled, or already ended."),
+            202: (
+                CancelOut,
+                "Cancellation accepted earlier or now; the run has not ended yet (`cancelling`).",
+            ),
             404: _E404,
             409: (ErrorBody, "The run executes in another process."),
         },

@@ -189,6 +189,9 @@ class CancelOut(_Body):
     """True when this request cancelled the run; false when it had already ended."""
     status: str
     """Run status after the request."""
+    cancelling: bool = False
+    """True when the run's cancellation is accepted (by this or an earlier request) but the run has not ended yet
+    (answered ``202``); the host force-ends it after its grace period."""
 
 
 class RunnerOut(_Body):

@@ -32,7 +32,7 @@ from agentrunner_host.transport import BackCallHandler, RawResult
 
 from .discovery import PluginSpec
 from .environment import DEFAULT_ENV_ALLOWLIST, Redactor, build_child_env
-from .session import CLOSED, START_FAILED, WireSession
+from .session import CLOSED, START_FAILED, UNRESPONSIVE, WireSession
 
 __all__ = ["RuntimeOptions", "SubprocessRunnerConnection", "default_command"]
 
@@ -77,6 +77,15 @@ class RuntimeOptions:
     """A child that ran this long before crashing resets the backoff."""
     stderr_tail: int = 20
     """Stderr lines kept to explain a crash."""
+    ping_interval: float | None = 10.0
+    """Seconds between liveness pings of a warm child; ``None`` turns them off."""
+    ping_timeout: float = 10.0
+    """A child that has not answered a ping within this many seconds is unresponsive (a blocked event loop): its
+    process group is killed, its live runs end ``runtime.unresponsive``, and the next use restarts it."""
+    cancel_grace: float | None = 5.0
+    """Seconds a run the host left (cancelled, past its deadline) has to end in the child; a runner that keeps
+    ignoring the cancellation gets the child restarted, ending the plugin's other live runs ``runtime.restarted``.
+    ``None`` never restarts for that."""
 
 
 class _Child:
@@ -90,6 +99,7 @@ class _Child:
         self.stderr_task = stderr_task
         self.started_at = time.monotonic()
         self._stopped = False
+        self.watchdog: asyncio.Task[None] | None = None
 
     def kill_group(self, sig: int = signal.SIGKILL) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -110,6 +120,8 @@ class _Child:
         if self._stopped:
             return
         self._stopped = True
+        if self.watchdog is not None and self.watchdog is not asyncio.current_task():
+            self.watchdog.cancel()
         plugin_id = self.session.plugin_id
         self.session.fail(CLOSED, f"plugin {plugin_id}: the host closed the connection")
         if grace <= 0:
@@ -372,6 +384,7 @@ class SubprocessRunnerConnection:
             max_frame_bytes=options.max_frame_bytes,
             describe_eof=describe_eof,
             on_failure=on_failure,
+            cancel_grace=options.cancel_grace,
         )
         started = _Child(proc, session, stderr_task)
         try:
@@ -387,8 +400,31 @@ class SubprocessRunnerConnection:
                 raise RunnerTransportError(START_FAILED, message) from None
             raise
         child = started
+        if options.ping_interval is not None:
+            child.watchdog = asyncio.create_task(
+                self._watch(session, options.ping_interval, options.ping_timeout),
+                name=f"agentrunner-ping-{self.plugin_id}",
+            )
         _log.info("plugin %s started (pid %d)", self.plugin_id, proc.pid)
         return child
+
+    async def _watch(self, session: WireSession, interval: float, timeout: float) -> None:
+        """Ping the child while it lives; one that stops answering is failed, which kills its process group."""
+        while session.alive:
+            await asyncio.sleep(interval)
+            if not session.alive:
+                return
+            try:
+                await session.ping(timeout=timeout)
+            except TimeoutError:
+                session.fail(
+                    UNRESPONSIVE,
+                    f"plugin {self.plugin_id}: no answer to a liveness ping within {timeout:g}s (a blocked event"
+                    " loop?); killing its process group",
+                )
+                return
+            except RunnerTransportError:
+                return
 
     def _exit_message(self, returncode: int | None) -> str:
         if returncode is None:

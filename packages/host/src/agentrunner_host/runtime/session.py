@@ -52,7 +52,7 @@ from pydantic import BaseModel, ValidationError
 from agentrunner_host.errors import RunnerTransportError
 from agentrunner_host.transport import BackCallHandler, RawResult
 
-__all__ = ["CRASHED", "CLOSED", "PROTOCOL_ERROR", "START_FAILED", "WireSession"]
+__all__ = ["CLOSED", "CRASHED", "PROTOCOL_ERROR", "RESTARTED", "START_FAILED", "UNRESPONSIVE", "WireSession"]
 
 CRASHED: Final = "runtime.crashed"
 """Run failure code: the runtime died (or closed its stream) while the run was live."""
@@ -62,6 +62,11 @@ CLOSED: Final = "runtime.closed"
 """Run failure code: the host closed the connection (shutdown, kill)."""
 START_FAILED: Final = "runtime.start_failed"
 """The runtime did not start or did not complete the handshake."""
+UNRESPONSIVE: Final = "runtime.unresponsive"
+"""Run failure code: the runtime stopped answering liveness pings (a blocked event loop); the host killed it."""
+RESTARTED: Final = "runtime.restarted"
+"""Run failure code: the host restarted the runtime because one of its runs ignored its cancellation."""
+_RETRYABLE: Final = frozenset({CRASHED, UNRESPONSIVE, RESTARTED})
 
 _log = logging.getLogger("agentrunner_host.runtime")
 
@@ -135,8 +140,13 @@ class WireSession:
         max_frame_bytes: int = MAX_FRAME_BYTES,
         describe_eof: Callable[[], Awaitable[str]] | None = None,
         on_failure: Callable[[RunnerTransportError], None] | None = None,
+        cancel_grace: float | None = 5.0,
     ) -> None:
         self.plugin_id = plugin_id
+        self._cancel_grace = cancel_grace
+        # Runs the host left (cancel, deadline, consumer gone) whose run_end has not arrived yet: each one's timer
+        # restarts the runtime when the runner keeps ignoring the cancellation past the grace.
+        self._abandoned: dict[str, asyncio.TimerHandle] = {}
         self._channel = channel
         self._handler = handler
         self._window = result_window
@@ -197,7 +207,10 @@ class WireSession:
         """End the session: every live run ends with ``code``, calls stop, waiters fail. Idempotent."""
         if self.failure is not None:
             return
-        retryable = code == CRASHED
+        retryable = code in _RETRYABLE
+        for timer in self._abandoned.values():
+            timer.cancel()
+        self._abandoned.clear()
         self.failure = RunnerTransportError(code, message, retryable=retryable)
         if code != CLOSED:
             _log.warning(
@@ -234,7 +247,8 @@ class WireSession:
         if self._reader is None:
             return
         try:
-            await asyncio.wait_for(asyncio.shield(self._reader), timeout)
+            async with asyncio.timeout(timeout):
+                await asyncio.shield(self._reader)
         except (TimeoutError, asyncio.CancelledError):
             self._reader.cancel()
             await asyncio.gather(self._reader, return_exceptions=True)
@@ -288,6 +302,22 @@ class WireSession:
             self._cancel_calls(run)
             if not run.remote_ended and self.alive:
                 self._send_nowait(CancelFrame(run_id=run_id))
+                if self._cancel_grace is not None and run_id not in self._abandoned:
+                    loop = asyncio.get_running_loop()
+                    self._abandoned[run_id] = loop.call_later(
+                        self._cancel_grace, self._cancel_ignored, run_id
+                    )
+
+    def _cancel_ignored(self, run_id: str) -> None:
+        """A run the host left never answered its cancel with ``run_end``: its task (and whatever it started)
+        lives on in the runtime, so the runtime is restarted — the only way to stop a runner that ignores it."""
+        if self._abandoned.pop(run_id, None) is None or not self.alive:
+            return
+        self.fail(
+            RESTARTED,
+            f"plugin {self.plugin_id}: run {run_id} ignored its cancellation for {self._cancel_grace:g}s;"
+            " the host restarts the runtime",
+        )
 
     async def cancel(self, run_id: str) -> None:
         """Ask the runtime to cancel *run_id*; a no-op when it is not live here."""
@@ -309,8 +339,10 @@ class WireSession:
         future: asyncio.Future[BaseModel] = asyncio.get_running_loop().create_future()
         self._pending[request_id] = future
         try:
-            await self._send(make(request_id))
-            return await asyncio.wait_for(future, timeout)
+            # asyncio.timeout, never wait_for (which can swallow the caller's cancellation on 3.11).
+            async with asyncio.timeout(timeout):
+                await self._send(make(request_id))
+                return await future
         finally:
             self._pending.pop(request_id, None)
 
@@ -384,6 +416,9 @@ class WireSession:
             case RunEndFrame(run_id=run_id, error=error):
                 run = self._runs.get(run_id)
                 if run is None or run.remote_ended:
+                    timer = self._abandoned.pop(run_id, None)
+                    if timer is not None:  # the cancelled run did stop
+                        timer.cancel()
                     return
                 run.remote_ended = True
                 failure = (

@@ -46,7 +46,7 @@ from agentrunner_host.models import AgentEventEnvelope
 from agentrunner_host.orchestrator import DeliveredResult
 from agentrunner_host.pull import PullAPI
 from agentrunner_host.registry import PluginFailure, RunnerDescriptor
-from agentrunner_host.runtime import RuntimeManager
+from agentrunner_host.runtime import RuntimeManager, RuntimeOptions
 from agentrunner_host.stores import HostStores, ResultRecord
 from agentrunner_host.stores.models import ResultRow, RunRow
 
@@ -255,14 +255,21 @@ class HostService:
                 max_timeout_seconds=config.max_timeout_seconds,
                 harness=_harness_policy(settings),
             )
+            host.orchestrator.force_end_grace_seconds = config.runners.cancel_grace_seconds
             stack.push_async_callback(host.aclose)
             runtime = None
             installed = InstalledPlugins(settings.data_dir)
             if settings.plugin_dirs or config.runners.entry_points == "subprocess" or installed.plugins:
+                runners = config.runners
                 runtime = RuntimeManager.from_directories(
                     settings.plugin_dirs,
                     host.dispatcher,
-                    entry_points=config.runners.entry_points == "subprocess",
+                    entry_points=runners.entry_points == "subprocess",
+                    options=RuntimeOptions(
+                        cancel_grace=runners.cancel_grace_seconds,
+                        ping_interval=runners.ping_interval_seconds,
+                        ping_timeout=runners.ping_timeout_seconds,
+                    ),
                 )
                 stack.push_async_callback(runtime.aclose)
                 stack.push_async_callback(installed.aclose)

@@ -358,7 +358,9 @@ class PluginRuntime:
     ) -> RunEndError | None:
         """Iterate the runner's stream, sending each result under credit; the error that ended it, if any."""
         ctx = request.context
-        api = AgentRunAPI(self.transport, run_id=run_id, deadline_at=ctx.runtime.deadline_at)
+        api = AgentRunAPI(
+            self.transport, run_id=run_id, deadline_at=ctx.runtime.deadline_at, call_token=request.call_token
+        )
         stream = runner.run(ctx, api)
         sequence = 0
         try:
@@ -423,5 +425,9 @@ def _dump_result(result: object, run_id: str) -> dict[str, Any]:
     if isinstance(result, dict):
         payload: dict[str, Any] = dict(result)  # pyright: ignore[reportUnknownArgumentType]
         payload.setdefault("run_id", run_id)
+        # Validated models refuse NaN themselves; a raw dict is checked here, before orjson writes it as null.
+        where = _json.non_finite_path(payload)
+        if where is not None:
+            raise ValueError(f"the result holds NaN or Infinity at {where}, which JSON cannot carry")
         return payload
     raise TypeError(f"a runner must yield AgentRunResult objects, got {type(result).__name__}")
