@@ -6,7 +6,9 @@ This module imports only the SDK, so a child started with ``--plugin-dir tests/h
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
+import threading
 import time
 from collections.abc import AsyncIterator
 from typing import ClassVar
@@ -180,20 +182,42 @@ class FakeModelStreamRunner(AgentRunner):
         yield out.complete()
 
 
+class FakeDieRunner(AgentRunner):
+    """Kills its whole runtime process mid-run (out of process only: in process it would end the host)."""
+
+    manifest: ClassVar[AgentRunnerManifest] = _manifest("die")
+
+    async def run(self, ctx: AgentRunContext, api: AgentRunAPI) -> AsyncIterator[AgentRunResult]:
+        yield self.emitter(ctx).delta("dying")
+        await asyncio.sleep(0.01)
+        if os.environ.get("AGENTRUNNER_PLUGIN_ID"):  # set only in a plugin process started by the host
+            os._exit(3)
+        yield self.emitter(ctx).fail("runner.refused", "not in a plugin process")
+
+
+SWALLOW_RELEASE = threading.Event()
+"""Set by an in-process test that must close its event loop: lets :class:`FakeSwallowRunner` stop."""
+
+
 class FakeSwallowRunner(AgentRunner):
-    """Starts a child process, reports its pid, then swallows every cancellation (a hostile runner)."""
+    """Swallows every cancellation (a hostile runner); with input ``spawn`` it first starts a child process and
+    reports its pid."""
 
     manifest: ClassVar[AgentRunnerManifest] = _manifest("swallow")
 
     async def run(self, ctx: AgentRunContext, api: AgentRunAPI) -> AsyncIterator[AgentRunResult]:
         out = self.emitter(ctx)
-        child = subprocess.Popen(["sleep", "600"])  # noqa: ASYNC220
-        yield out.delta(f"pid:{child.pid}")
+        if ctx.input.text == "spawn":
+            child = subprocess.Popen(["sleep", "600"])  # noqa: ASYNC220
+            yield out.delta(f"pid:{child.pid}")
+        else:
+            yield out.delta("stuck")
         while True:
             try:
                 await asyncio.sleep(3600)
             except asyncio.CancelledError:
-                continue
+                if SWALLOW_RELEASE.is_set():
+                    raise
         yield out.complete()  # pragma: no cover
 
 
@@ -265,4 +289,5 @@ ALL = [
     FakeBlockingRunner,
     FakeForgerRunner,
     FakeNanStateRunner,
+    FakeDieRunner,
 ]

@@ -291,7 +291,7 @@ async def test_out_of_process_a_runner_ignoring_cancellation_gets_its_runtime_re
     assert isinstance(conn, SubprocessRunnerConnection)
     try:
         policy: dict[str, Any] = {"timeout_seconds": 1.5} if trigger == "deadline" else {}
-        handle = await host.orchestrator.start(event("x"), bind("swallow", **policy))
+        handle = await host.orchestrator.start(event("spawn"), bind("swallow", **policy))
         first = [i.result async for i in _first(handle)]
         spawned = int(_text(first[0]).removeprefix("pid:"))
         pid = conn.pid

@@ -240,8 +240,8 @@ async def test_leaving_a_run_early_cancels_it_in_the_runtime(
     stream = conn.run(make_request("sleeper", run_id="run-leave", config={"marker": str(marker)}))
     await anext(stream)
     await stream.aclose()
-    assert await _eventually(marker.exists, within=5.0)
-    assert marker.read_text() == "cancelled"
+    # write_text creates the file before writing it: wait for the content, not the name.
+    assert await _eventually(lambda: marker.exists() and marker.read_text() == "cancelled", within=5.0)
 
 
 async def test_a_child_killed_mid_run_ends_its_runs_as_crashed_within_a_second(
