@@ -118,13 +118,16 @@ class OutOfProcessTarget:
         self.runner_class = OutOfProcessRunner
 
     async def _connect(self) -> SubprocessRunnerConnection:
-        from agentrunner_host.runtime.process import SubprocessRunnerConnection
+        from agentrunner_host.runtime.process import RuntimeOptions, SubprocessRunnerConnection
 
         if self._lock is None:
             self._lock = asyncio.Lock()
         async with self._lock:
             if self._connection is None:
-                connection = SubprocessRunnerConnection(self._spec, self._router)
+                # The kit judges how the runner handles cancellation itself: the host's own escalation (a
+                # restart of a child whose cancelled run never ends) would end later checks' runs under them.
+                options = RuntimeOptions(cancel_grace=None)
+                connection = SubprocessRunnerConnection(self._spec, self._router, options=options)
                 await connection.start()
                 self._connection = connection
             return self._connection
