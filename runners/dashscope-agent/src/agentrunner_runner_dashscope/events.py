@@ -47,7 +47,8 @@ _AUTH_CODES: Final = frozenset({"InvalidApiKey", "InvalidApiKeyError", "Unauthor
 
 
 def _mapping(value: object) -> Mapping[str, Any] | None:
-    return cast("Mapping[str, Any]", value) if isinstance(value, Mapping) else None
+    # Decoded JSON objects are dicts; an exact dict check is several times cheaper than the Mapping ABC.
+    return cast("Mapping[str, Any]", value) if isinstance(value, dict) else None
 
 
 def _str(value: object) -> str | None:
@@ -99,14 +100,11 @@ class DashScopeReply:
     """The last ``request_id`` seen."""
     finished: bool = False
     """A frame said ``finish_reason: "stop"``."""
-    input_tokens: int = 0
-    """Summed ``usage.models[].input_tokens`` (the last frame's, since usage is cumulative per frame)."""
-    output_tokens: int = 0
-    """Summed ``usage.models[].output_tokens`` (the last frame's)."""
     frames: int = 0
     """Frames fed."""
     references: dict[str, str] = field(default_factory=dict[str, str])
     """``index_id`` → ``doc_name`` of every document reference seen."""
+    _usage: Mapping[str, Any] | None = None
     _raw: str = ""
     _sent: int = 0
     _thinking: bool = False
@@ -119,13 +117,24 @@ class DashScopeReply:
         return self._rewrite(self._raw)
 
     def usage(self) -> dict[str, JsonValue]:
-        """Usage in the protocol's names (empty when the platform reported none)."""
-        if not (self.input_tokens or self.output_tokens):
+        """Usage in the protocol's names, from the last frame's ``usage`` (``usage.models[]`` summed over the
+        models the application called); empty when the platform reported none."""
+        usage = self._usage
+        if usage is None:
+            return {}
+        models = usage.get("models")
+        if isinstance(models, list):
+            entries = [m for m in (_mapping(x) for x in cast("list[object]", models)) if m is not None]
+            input_tokens = sum(_int(m.get("input_tokens")) for m in entries)
+            output_tokens = sum(_int(m.get("output_tokens")) for m in entries)
+        else:
+            input_tokens, output_tokens = _int(usage.get("input_tokens")), _int(usage.get("output_tokens"))
+        if not (input_tokens or output_tokens):
             return {}
         return {
-            "input_tokens": self.input_tokens,
-            "output_tokens": self.output_tokens,
-            "total_tokens": self.input_tokens + self.output_tokens,
+            "input_tokens": input_tokens,
+            "output_tokens": output_tokens,
+            "total_tokens": input_tokens + output_tokens,
         }
 
     def feed(self, frame: object) -> str:
@@ -175,16 +184,9 @@ class DashScopeReply:
     # -- pieces --------------------------------------------------------------------------------------------
 
     def _read_usage(self, usage: Mapping[str, Any] | None) -> None:
-        if usage is None:
-            return
-        models = usage.get("models")
-        if isinstance(models, list):
-            entries = [m for m in (_mapping(x) for x in cast("list[object]", models)) if m is not None]
-            self.input_tokens = sum(_int(m.get("input_tokens")) for m in entries)
-            self.output_tokens = sum(_int(m.get("output_tokens")) for m in entries)
-        elif "input_tokens" in usage or "output_tokens" in usage:
-            self.input_tokens = _int(usage.get("input_tokens"))
-            self.output_tokens = _int(usage.get("output_tokens"))
+        # Usage is cumulative per frame: keep the last one, add it up once at the end (:meth:`usage`).
+        if usage is not None:
+            self._usage = usage
 
     def _agent_output(self, output: Mapping[str, Any]) -> None:
         thoughts = output.get("thoughts")
