@@ -158,3 +158,10 @@ def test_server_names_are_restricted_to_safe_keys() -> None:
     """A server name that would break ``mcp__<server>__<tool>`` or a TOML key is refused."""
     with pytest.raises(ValueError, match="server name"):
         BridgeEndpoint(url="u", token="t", server_name="bad.name", tool_names=())
+
+
+def test_claude_is_told_to_wait_for_the_runs_server() -> None:
+    """``claude -p`` otherwise starts its first turn without a server that has not listed its tools yet."""
+    from agentrunner_mcp.projections import claude_env
+
+    assert claude_env() == {"MCP_CONNECTION_NONBLOCKING": "0"}

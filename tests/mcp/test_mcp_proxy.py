@@ -6,16 +6,32 @@ import os
 import subprocess
 import sys
 from collections.abc import AsyncGenerator
+from typing import Any
 
 import anyio
+import httpx2
 import pytest
 import pytest_asyncio
+from agentrunner import _json
 from agentrunner_mcp import PROXY_TOKEN_ENV, PROXY_URL_ENV, BridgeServer, create_external_mcp_bridge
+from agentrunner_mcp.proxy import initialize_answer
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
 from mcp_bridge_fakes import FakeTransport, make_api, make_context
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+INITIALIZE: dict[str, Any] = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "t", "version": "0"},
+    },
+}
+MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
@@ -83,6 +99,41 @@ async def test_an_unreachable_bridge_ends_the_proxy_with_one_line() -> None:
             [sys.executable, "-m", "agentrunner_mcp.proxy"], input=initialize, env=env, check=False
         )
     assert done.returncode == 1
-    assert done.stderr.decode().splitlines() == [
-        "agentrunner-mcp-proxy: http://127.0.0.1:9/mcp: ConnectError: All connection attempts failed"
-    ]
+    (line,) = done.stderr.decode().splitlines()
+    assert line.startswith("agentrunner-mcp-proxy: http://127.0.0.1:9/mcp: ConnectionRefusedError: ")
+
+
+@pytest.mark.parametrize("version", ["2025-06-18", "2025-11-25", "1999-01-01"])
+async def test_the_proxys_early_initialize_answer_is_the_bridges_own(
+    server: BridgeServer, version: str
+) -> None:
+    """The answer the proxy gives before connecting says what the bridge itself answers: same protocol version
+    for the same request, same capabilities, same server name."""
+    request = {**INITIALIZE, "params": {**INITIALIZE["params"], "protocolVersion": version}}
+    ctx = make_context("run-early")
+    with server.open_run(ctx, make_api(ctx, FakeTransport())) as reg:
+        async with httpx2.AsyncClient(timeout=30) as http:
+            reply = await http.post(
+                server.url, json=request, headers={**MCP_HEADERS, "Authorization": f"Bearer {reg.token}"}
+            )
+    bridge = _json.loads(next(line[5:] for line in reply.text.splitlines() if line.startswith("data:")))
+    early = _json.loads(initialize_answer(_json.dumps(request)) or b"null")
+    assert early["id"] == bridge["id"]
+    assert early["result"]["protocolVersion"] == bridge["result"]["protocolVersion"]
+    assert early["result"]["capabilities"] == bridge["result"]["capabilities"]
+    assert early["result"]["serverInfo"]["name"] == bridge["result"]["serverInfo"]["name"]
+
+
+async def test_the_proxy_answers_initialize_before_it_can_reach_the_bridge() -> None:
+    """``initialize`` is answered from the proxy's own description, so a harness sees the server connected at
+    once; the bridge (here unreachable) is only contacted afterwards."""
+    initialize = _json.dumps(INITIALIZE) + b"\n"
+    env = {**os.environ, PROXY_URL_ENV: "http://127.0.0.1:9/mcp", PROXY_TOKEN_ENV: "t"}
+    with anyio.fail_after(60):
+        done = await anyio.run_process(
+            [sys.executable, "-m", "agentrunner_mcp.proxy"], input=initialize, env=env, check=False
+        )
+    (answer,) = [_json.loads(line) for line in done.stdout.splitlines()]
+    assert answer["id"] == 1
+    assert answer["result"]["capabilities"]["tools"] == {"listChanged": False}
+    assert done.returncode == 1  # and then it could not reach the bridge

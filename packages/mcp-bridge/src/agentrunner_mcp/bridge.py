@@ -15,6 +15,7 @@ from .projections import (
     HarnessTransport,
     claude_allowed_tools,
     claude_cli_args,
+    claude_env,
     claude_mcp_config,
     codex_cli_overrides,
     codex_config_toml,
@@ -123,6 +124,12 @@ class ExternalMCPBridge:
     def claude_mcp_config(self, *, transport: HarnessTransport = "http") -> dict[str, object]:
         """The ``--mcp-config`` document."""
         return claude_mcp_config(self.endpoint, transport=transport)
+
+    @property
+    def claude_env(self) -> dict[str, str]:
+        """Environment to merge into ``claude``'s: ``MCP_CONNECTION_NONBLOCKING=0``, so ``claude -p`` connects
+        the run's server before its first turn instead of starting without its tools."""
+        return claude_env()
 
     @property
     def claude_allowed_tools(self) -> list[str]:

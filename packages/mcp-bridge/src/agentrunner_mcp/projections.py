@@ -13,13 +13,15 @@ import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from agentrunner import _json
 
 from .env import PROXY_TOKEN_ENV, PROXY_URL_ENV
 
 __all__ = [
+    "CLAUDE_ENV",
+    "claude_env",
     "PROXY_TOKEN_ENV",
     "PROXY_URL_ENV",
     "BridgeEndpoint",
@@ -80,6 +82,16 @@ def claude_mcp_config(endpoint: BridgeEndpoint, *, transport: HarnessTransport =
         command, *args = proxy_command()
         server = {"type": "stdio", "command": command, "args": args, "env": proxy_env(endpoint)}
     return {"mcpServers": {endpoint.server_name: server}}
+
+
+CLAUDE_ENV: Final[dict[str, str]] = {"MCP_CONNECTION_NONBLOCKING": "0"}
+"""Environment for ``claude``: connect MCP servers *before* the first turn. By default ``claude -p`` (2.1.x)
+connects them in the background and starts without a server that has not listed its tools yet."""
+
+
+def claude_env() -> dict[str, str]:
+    """Environment to merge into ``claude``'s: it waits for the run's MCP server (:data:`CLAUDE_ENV`)."""
+    return dict(CLAUDE_ENV)
 
 
 def claude_allowed_tools(endpoint: BridgeEndpoint) -> list[str]:
