@@ -130,6 +130,8 @@ def test_a_plugin_with_its_own_dependency_is_installed_served_and_remembers(
                     "/v1/events?wait=true", json={"text": text, "conversation_id": "c1"}
                 ).json()
                 assert answer["run"]["status"] == "completed", answer
+                # The memory went through the state API: no result of the run carries it.
+                assert all(r["type"] != "state.updated" for r in answer["results"]), answer
                 replies += [
                     r["result"]["data"]["message"]["content"]
                     for r in answer["results"]

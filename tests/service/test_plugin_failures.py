@@ -151,3 +151,53 @@ def test_runners_list_shows_the_failed_plugin_with_its_error(
     assert any(line.startswith("plugin:tests/echo/streamer\t") for line in lines), lines
     broken = next(line for line in lines if line.startswith("plugin:tests/broken/*\tFAILED\t"))
     assert "No module named 'not_installed_anywhere_xyz'" in broken
+
+
+CLASS_CODE = """\
+from agentrunner import AgentRunner, AgentRunnerCapabilities, AgentRunnerManifest
+
+
+class Streaming(AgentRunner):
+    manifest = AgentRunnerManifest(
+        id="plugin:tests/{name}/default",
+        name="default",
+        label="s",
+        capabilities=AgentRunnerCapabilities(streaming=True),
+    )
+
+    async def run(self, ctx, api):
+        out = self.emitter(ctx)
+        yield out.message("ok")
+        yield out.complete()
+"""
+
+
+def _declared_plugin(root: Path, name: str, spec: str) -> None:
+    plugin = root / name
+    plugin.mkdir(parents=True)
+    (plugin / "main.py").write_text(CLASS_CODE.format(name=name), encoding="utf-8")
+    (plugin / "manifest.yaml").write_text(
+        "apiVersion: agentrunner/v1\nkind: AgentRunner\n"
+        f"metadata: {{ author: tests, name: {name} }}\n{spec}"
+        "execution:\n  python: { path: ./main.py, attr: Streaming }\n",
+        encoding="utf-8",
+    )
+
+
+async def test_the_class_is_the_declaration_and_a_differing_manifest_file_is_refused(
+    make_settings: SettingsFactory, tmp_path: Path
+) -> None:
+    """A manifest file without ``spec`` serves the class's declaration; one whose ``spec`` differs from the class
+    is a failed plugin naming the field."""
+    root = tmp_path / "declared"
+    _declared_plugin(root, "bare", "")
+    _declared_plugin(root, "stale", "spec:\n  capabilities: { streaming: false }\n")
+    _declared_plugin(root, "same", "spec:\n  capabilities: { streaming: true }\n")
+    settings = make_settings(f'[runners]\nplugin_dirs = ["{root}"]\n')
+    async with HostService.open(settings) as service:
+        runners = {d.runner_id: d for d in await service.runners()}
+        failures = {f.plugin_id: f.reason for f in service.plugin_failures()}
+    assert runners["plugin:tests/bare/default"].manifest.capabilities.streaming is True
+    assert "plugin:tests/same/default" in runners
+    assert "plugin:tests/stale/default" not in runners
+    assert "manifest.yaml declares capabilities unlike the runner class" in failures["tests/stale"]

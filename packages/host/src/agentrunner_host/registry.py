@@ -23,6 +23,7 @@ from agentrunner import AgentRunnerManifest, InvalidRunnerIdError, RunnerId, is_
 from pydantic import ValidationError
 
 from .errors import HostError, RunnerNotFoundError, RunnerUnavailableError
+from .runtime.discovery import PluginSpec
 from .transport import RunnerConnection
 
 __all__ = ["PluginFailure", "RegistryWarning", "RunnerDescriptor", "RunnerRegistry"]
@@ -169,6 +170,7 @@ class RunnerRegistry:
 
     async def _discover(self, conn: RunnerConnection) -> tuple[list[RunnerDescriptor], list[RegistryWarning]]:
         raw = await conn.list_runners()
+        declared = _declared_in_manifest_file(conn)
         out: list[RunnerDescriptor] = []
         warnings: list[RegistryWarning] = []
         for index, item in enumerate(raw):
@@ -200,6 +202,17 @@ class RunnerRegistry:
                     RegistryWarning(
                         conn.plugin_id,
                         f"{where} speaks protocol {manifest.protocol_version!r}; this host speaks 1",
+                    )
+                )
+                continue
+            repeated = declared.get(manifest.name)
+            differences = [] if repeated is None else manifest_differences(repeated, manifest)
+            if differences:
+                warnings.append(
+                    RegistryWarning(
+                        conn.plugin_id,
+                        f"{where}: manifest.yaml declares {', '.join(differences)} unlike the runner class, "
+                        "which is the declaration; remove `spec` from manifest.yaml or make it equal",
                     )
                 )
                 continue
@@ -246,6 +259,25 @@ class RunnerRegistry:
                     reason = f"{reason} ({failure.reason})"
             raise RunnerNotFoundError(rid, reason=reason)
         return found
+
+
+_DECLARATION_FIELDS = ("protocol_version", "capabilities", "permissions", "context", "config_schema")
+
+
+def manifest_differences(repeated: AgentRunnerManifest, actual: AgentRunnerManifest) -> list[str]:
+    """The declaration fields (capabilities, permissions, context policy, config form, protocol) in which a
+    repeated manifest (``manifest.yaml``) differs from the runner's own."""
+    left = repeated.model_dump(mode="json", include=set(_DECLARATION_FIELDS))
+    right = actual.model_dump(mode="json", include=set(_DECLARATION_FIELDS))
+    return [name for name in _DECLARATION_FIELDS if left.get(name) != right.get(name)]
+
+
+def _declared_in_manifest_file(conn: RunnerConnection) -> dict[str, AgentRunnerManifest]:
+    # Only runtime connections come from a manifest file; they expose the spec discovery built from it.
+    spec = getattr(conn, "spec", None)
+    if not isinstance(spec, PluginSpec):
+        return {}
+    return {r.name: r.manifest for r in spec.runners if r.declared and r.manifest is not None}
 
 
 def _source(conn: RunnerConnection) -> str:

@@ -26,16 +26,22 @@ from agentrunner import (
 print("echo plugin imported")
 
 
-def _manifest(name: str) -> AgentRunnerManifest:
-    return AgentRunnerManifest(
-        id=f"plugin:tests/echo/{name}", name=name, label=I18nObject(en_US=f"echo {name}")
+def _manifest(name: str, **declared: object) -> AgentRunnerManifest:
+    # manifest.yaml repeats these declarations; the host refuses a runner whose class disagrees with it.
+    return AgentRunnerManifest.model_validate(
+        {
+            "id": f"plugin:tests/echo/{name}",
+            "name": name,
+            "label": I18nObject(en_US=f"echo {name}"),
+            **declared,
+        }
     )
 
 
 class Streamer(AgentRunner):
     """Prints to stdout (which must not corrupt the wire), then streams ``config.count`` deltas and completes."""
 
-    manifest = _manifest("streamer")
+    manifest = _manifest("streamer", capabilities={"streaming": True})
 
     async def run(self, ctx: AgentRunContext, api: AgentRunAPI) -> AsyncIterator[AgentRunResult]:
         print("hello from print() token=supersecretvalue123")
@@ -52,7 +58,7 @@ class Streamer(AgentRunner):
 class Caller(AgentRunner):
     """Back-calls: a unary ``state.get``, a streaming ``models.stream``, and a call for a foreign run id."""
 
-    manifest = _manifest("caller")
+    manifest = _manifest("caller", permissions={"models": ["stream"]})
 
     async def run(self, ctx: AgentRunContext, api: AgentRunAPI) -> AsyncIterator[AgentRunResult]:
         out = self.emitter(ctx)

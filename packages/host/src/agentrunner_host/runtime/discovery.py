@@ -47,6 +47,9 @@ class RunnerEntry:
     """Class reference for ``agentrunner-plugin --runner`` (``module:Class`` or ``file.py:Class``)."""
     manifest: AgentRunnerManifest | None = None
     """The declaration from ``manifest.yaml``; ``None`` for entry points (the runtime reports it when asked)."""
+    declared: bool = False
+    """``manifest.yaml`` repeats the runner's declaration (``spec``): the registry then checks it against the
+    class's, which stays the one source."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -173,7 +176,8 @@ def load_plugin_dir(plugin_dir: Path) -> tuple[PluginSpec | None, list[str]]:
         except (ValidationError, InvalidRunnerIdError) as exc:
             reasons.append(f"runner {entry.name!r}: {exc}")
             continue
-        runners.append(RunnerEntry(name=entry.name, ref=python.ref, manifest=declared))
+        repeated = manifest.spec is not None if manifest.runners is None else "spec" in entry.model_fields_set
+        runners.append(RunnerEntry(name=entry.name, ref=python.ref, manifest=declared, declared=repeated))
     if not runners:
         return None, reasons or ["no usable runner"]
     spec = PluginSpec(
