@@ -39,3 +39,11 @@ def test_the_tutorial_runner_passes_the_conformance_check() -> None:
     exec(compile(code, str(TUTORIAL), "exec"), namespace)
     report = check_runner(namespace["MyEcho"], profile=FAST, seed=5)
     assert report.ok, report.summary()
+
+
+def test_the_http_tier_table_lists_every_tier_requirement() -> None:
+    from agentrunner_conformance.http_tier import HTTP_TIER_REQUIREMENTS
+
+    text = DOC.read_text(encoding="utf-8")
+    for requirement_id in HTTP_TIER_REQUIREMENTS:
+        assert f"| {requirement_id} |" in text
