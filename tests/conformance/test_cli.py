@@ -177,3 +177,13 @@ def test_out_of_process_passes_the_echo_plugin_directory() -> None:
     assert (
         cli(["check", str(echo_dir), "--out-of-process", "--profile", "smoke", "--seed", "2", "--quiet"]) == 0
     )
+
+
+def test_a_spent_budget_blocks_and_exits_1(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--budget 0``: no probe runs, so the run-based requirements are BLOCKED and the exit code is 1."""
+    code = cli(["check", "agentrunner_runner_echo:EchoRunner", "--budget", "0", "--json", "-", "--quiet"])
+    assert code == 1
+    report = json.loads(capsys.readouterr().out)
+    blocked = [r for r in report["requirements"] if r["outcome"] == "BLOCKED"]
+    assert blocked
+    assert all("budget ran out" in r["message"] for r in blocked)
