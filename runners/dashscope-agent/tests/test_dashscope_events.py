@@ -5,7 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from agentrunner import RunFailedResult
+from agentrunner.testing import FakeHost
 from agentrunner_http_kit import PlatformError
+from agentrunner_http_kit.testing import run_context
+from agentrunner_runner_dashscope import DashScopeRunner
 from agentrunner_runner_dashscope.config import DEFAULT_BASE_URL, DashScopeConfig
 from agentrunner_runner_dashscope.events import DashScopeReply, error_from_body
 
@@ -161,3 +165,12 @@ def test_config_reads_legacy_names_and_names_the_bad_field() -> None:
         assert caught.value.kind == "config_invalid"
         assert caught.value.details == {"field": field}
         assert field in caught.value.message
+
+
+async def test_a_message_without_text_fails_input_error_before_any_request() -> None:
+    """The application API takes a text prompt; nothing is sent without one."""
+    config = {"api-key": "sk-12345678", "app-id": "a", "base-url": "http://127.0.0.1:9/api/v1"}
+    ctx = run_context(config=config, text="  ")
+    [failed] = [r async for r in DashScopeRunner().run(ctx, FakeHost().api(ctx))]
+    assert isinstance(failed, RunFailedResult)
+    assert failed.data.code == "dashscope.input_error"
