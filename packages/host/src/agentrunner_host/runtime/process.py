@@ -146,12 +146,14 @@ class _Child:
         if transport is not None:
             transport.close()  # closes the pipes, so the transport finishes and wait() returns
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.proc.wait(), 2.0)
+            async with asyncio.timeout(2.0):  # never wait_for: it can swallow the caller's cancellation
+                await self.proc.wait()
 
 
 async def _finish(task: asyncio.Task[None], *, timeout: float) -> None:
     try:
-        await asyncio.wait_for(asyncio.shield(task), timeout)
+        async with asyncio.timeout(timeout):
+            await asyncio.shield(task)
     except (TimeoutError, asyncio.CancelledError):
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
@@ -364,7 +366,8 @@ class SubprocessRunnerConnection:
 
         async def describe_eof() -> str:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(proc.wait(), 0.5)
+                async with asyncio.timeout(0.5):
+                    await proc.wait()
             return self._exit_message(proc.returncode)
 
         def on_failure(error: RunnerTransportError) -> None:

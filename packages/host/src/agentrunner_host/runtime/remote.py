@@ -78,7 +78,9 @@ class RemoteRunnerConnection:
         if session is not None and session.alive:
             return session
         try:
-            await asyncio.wait_for(self._connected.wait(), self.connect_timeout)
+            # asyncio.timeout, never wait_for: a run's task waits here, and wait_for can swallow its cancel.
+            async with asyncio.timeout(self.connect_timeout):
+                await self._connected.wait()
         except TimeoutError:
             raise RunnerTransportError(
                 UNAVAILABLE,
