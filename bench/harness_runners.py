@@ -77,8 +77,17 @@ def _runner_run(runner: AgentRunner, config: dict[str, Any], root: Path) -> Call
     return run
 
 
-def _bare_run(argv: list[str], env: dict[str, str], cwd: Path, stdin: bytes) -> Callable[[], Awaitable[None]]:
+def _bare_run(
+    root: Path, command: Callable[[Path], tuple[list[str], dict[str, str]]], stdin: bytes
+) -> Callable[[], Awaitable[None]]:
+    counter = itertools.count()
+
     async def run() -> None:
+        # A fresh directory per run, as the runner's per-session workspace is: the CLIs keep per-directory
+        # state (sessions, project settings) that would otherwise grow on one side only.
+        cwd = root / f"bare-{next(counter)}"
+        (cwd / "home").mkdir(parents=True)
+        argv, env = command(cwd)
         proc = await asyncio.create_subprocess_exec(
             *argv,
             cwd=cwd,
@@ -123,23 +132,26 @@ def measures(ctx: SuiteContext) -> list[Measure]:
             "output-format": "stream-json",
             "environment-json": {"CLAUDE_CODE_MAX_RETRIES": "0"},
         }
-        home = root / "bare-claude-home"
-        home.mkdir()
-        env = {
-            **_base_env(home),
-            "ANTHROPIC_BASE_URL": url,
-            "ANTHROPIC_API_KEY": "sk-ant-bench",
-            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-            "DISABLE_AUTOUPDATER": "1",
-            "CLAUDE_CODE_MAX_RETRIES": "0",
-        }
-        argv = [claude, "-p", "--output-format", "stream-json", "--verbose", "--max-turns", "1"]
-        argv += ["--permission-mode", "plan", "--disallowedTools", "AskUserQuestion"]
+
+        def claude_command(
+            cwd: Path, claude: str = claude, url: str = url
+        ) -> tuple[list[str], dict[str, str]]:
+            env = {
+                **_base_env(cwd / "home"),
+                "ANTHROPIC_BASE_URL": url,
+                "ANTHROPIC_API_KEY": "sk-ant-bench",
+                "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+                "DISABLE_AUTOUPDATER": "1",
+                "CLAUDE_CODE_MAX_RETRIES": "0",
+            }
+            argv = [claude, "-p", "--output-format", "stream-json", "--verbose", "--max-turns", "1"]
+            return [*argv, "--permission-mode", "plan", "--disallowedTools", "AskUserQuestion"], env
+
         rows.append(
             Measure(
                 "claude-code run (projection + spawn + parse)",
                 _runner_run(ClaudeCodeRunner(), config, root),
-                _bare_run(argv, env, home, _PROMPT.encode()),
+                _bare_run(root / "claude", claude_command, _PROMPT.encode()),
                 "`claude -p` spawned bare (same flags, env, fake API), stdout read to EOF",
                 _GOAL,
                 unit="µs/run",
@@ -148,35 +160,37 @@ def measures(ctx: SuiteContext) -> list[Measure]:
     if codex:
         url = stack.enter_context(serve_fake_openai(namespace="none", tool="none"))
         config = {"cli-command": codex, "api-base-url": url, "api-key": "sk-bench", "model": "fake-model"}
-        home = root / "bare-codex-home"
-        (home / "codex-home").mkdir(parents=True)
-        env = {
-            **_base_env(home),
-            "CODEX_HOME": str(home / "codex-home"),
-            "AGENTRUNNER_CODEX_API_KEY": "sk-bench",
-        }
-        provider = "model_providers.agentrunner"
-        argv = [codex, "exec", "--json", "--model", "fake-model", "--sandbox", "read-only", "--cd", str(home)]
-        argv += [
-            "--skip-git-repo-check",
-            "--config",
-            'approval_policy="never"',
-            "--config",
-            'model_provider="agentrunner"',
-        ]
-        argv += ["--config", f'{provider}.name="agentrunner"', "--config", f'{provider}.base_url="{url}"']
-        argv += [
-            "--config",
-            f'{provider}.env_key="AGENTRUNNER_CODEX_API_KEY"',
-            "--config",
-            f'{provider}.wire_api="responses"',
-            "-",
-        ]
+
+        def codex_command(cwd: Path, codex: str = codex, url: str = url) -> tuple[list[str], dict[str, str]]:
+            home = cwd / "home"
+            env = {**_base_env(home), "CODEX_HOME": str(home), "AGENTRUNNER_CODEX_API_KEY": "sk-bench"}
+            provider = "model_providers.agentrunner"
+            argv = [
+                codex,
+                "exec",
+                "--json",
+                "--model",
+                "fake-model",
+                "--sandbox",
+                "read-only",
+                "--cd",
+                str(cwd),
+            ]
+            argv += ["--skip-git-repo-check", "--config", 'approval_policy="never"']
+            argv += ["--config", 'model_provider="agentrunner"', "--config", f'{provider}.name="agentrunner"']
+            argv += [
+                "--config",
+                f'{provider}.base_url="{url}"',
+                "--config",
+                f'{provider}.wire_api="responses"',
+            ]
+            return [*argv, "--config", f'{provider}.env_key="AGENTRUNNER_CODEX_API_KEY"', "-"], env
+
         rows.append(
             Measure(
                 "codex run (projection + spawn + parse)",
                 _runner_run(CodexRunner(), config, root),
-                _bare_run(argv, env, home, _PROMPT.encode()),
+                _bare_run(root / "codex", codex_command, _PROMPT.encode()),
                 "`codex exec --json` spawned bare (same flags, env, fake API), stdout read to EOF",
                 _GOAL,
                 unit="µs/run",

@@ -161,6 +161,7 @@ def test_a_real_cli_behind_serve_uses_the_bridge_streams_and_resumes(
             kinds = [kind for kind, _ in first]
             assert kinds[-1] == "run.completed", first[-1]
             assert "message.delta" in kinds  # streamed as it arrived, not one block at the end
+            assert "artifact.created" in kinds  # the native event log, kept for audit
             assert kinds.index("message.delta") < kinds.index("message.completed")
             started = [d["data"] for k, d in first if k == "tool.call.started"]
             assert [s["tool_name"] for s in started] == ["mcp__agentrunner__history_page"]

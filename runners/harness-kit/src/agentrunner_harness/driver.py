@@ -399,10 +399,12 @@ async def run_harness(
         run_dir = run_directory(context_dir, ctx.run_id)
         files = write_context(ctx, run_dir, working_directory=workdir) if settings.inject_context else None
         skills: list[ProjectedSkill] = []
+        skills_dir: Path | None = None
         if settings.inject_skills:
             specs = parse_skills(settings.skills_json)
             if specs:
-                skills = project_skills(specs, ensure_private_dir(adapter.skills_parent(workdir, run_dir)))
+                skills_dir = ensure_private_dir(adapter.skills_parent(workdir, run_dir))
+                skills = project_skills(specs, skills_dir)
         extra_servers = _extra_mcp_servers(settings, policy)
         bridge_cm: AbstractAsyncContextManager[BridgeHandle | None] = contextlib.nullcontext(None)
         # Only the host's own bridge: without one (a host that does not register runs, the conformance kit)
@@ -425,7 +427,7 @@ async def run_harness(
                     bridge=bridge if bridge is not None and bridge.tool_names else None,
                     extra_mcp_servers=extra_servers,
                     resume_session=resume,
-                    prompt=prompt_text(ctx.input.text, context_files=files),
+                    prompt=prompt_text(ctx.input.text, context_files=files, skills_dir=skills_dir),
                 )
                 attempt = _Attempt()
                 async for result in _run_attempt(adapter, plan, attempt, out, budget):

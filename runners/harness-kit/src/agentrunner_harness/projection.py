@@ -135,16 +135,22 @@ def write_context(ctx: AgentRunContext, run_dir: Path, *, working_directory: Pat
     return json_path, md_path
 
 
-def prompt_text(text: str | None, *, context_files: tuple[Path, Path] | None) -> str:
-    """The prompt written to the CLI's stdin: lines naming the context files, then the user's text."""
+def prompt_text(
+    text: str | None, *, context_files: tuple[Path, Path] | None, skills_dir: Path | None = None
+) -> str:
+    """The prompt written to the CLI's stdin: lines naming the context files (and the skills), then the
+    user's text."""
     lines: list[str] = []
     if context_files is not None:
         json_path, md_path = context_files
         lines += [
             f"LangBot run context: {md_path} (summary) and {json_path} (full JSON).",
             "Read them when you need the event, the conversation or what you may access.",
-            "",
         ]
+    if skills_dir is not None:
+        lines.append(f"Skills for this run: {skills_dir} (one directory with a SKILL.md per skill).")
+    if lines:
+        lines.append("")
     lines.append(text or "")
     return "\n".join(lines)
 
