@@ -137,7 +137,10 @@ class HarnessSupport:
             return
         server = await self.start_bridge()
         transport = InProcessTransport(self.dispatcher, caller=descriptor.plugin_id)
-        api = AgentRunAPI(transport, run_id=ctx.run_id, deadline_at=ctx.runtime.deadline_at)
+        # The bridge's calls carry the run's own credential, like every back-call of the run.
+        api = AgentRunAPI(
+            transport, run_id=ctx.run_id, deadline_at=ctx.runtime.deadline_at, call_token=request.call_token
+        )
         with server.open_run(ctx, api) as registration:
             metadata[BRIDGE_METADATA_KEY] = {
                 "url": registration.url,
