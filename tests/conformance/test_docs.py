@@ -47,3 +47,11 @@ def test_the_http_tier_table_lists_every_tier_requirement() -> None:
     text = DOC.read_text(encoding="utf-8")
     for requirement_id in HTTP_TIER_REQUIREMENTS:
         assert f"| {requirement_id} |" in text
+
+
+def test_the_harness_tier_table_lists_every_tier_requirement() -> None:
+    from agentrunner_conformance.harness_tier import HARNESS_TIER_REQUIREMENTS
+
+    text = DOC.read_text(encoding="utf-8")
+    for requirement_id in HARNESS_TIER_REQUIREMENTS:
+        assert f"| {requirement_id} |" in text
