@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 from agentrunner_host.config import ECHO_RUNNER_ID, LOCAL_AGENT_RUNNER_ID, ConfigFileError
+from agentrunner_host.runtime import SubprocessRunnerConnection
 from agentrunner_host.service import HostService
 from agentrunner_host.service.host_service import default_runner_for
 
@@ -99,3 +100,22 @@ async def test_a_literal_value_for_a_field_the_runner_marks_secret_is_refused_at
     ref = f'[[agents]]\nagent_id = "s"\nrunner_id = "{SECRET_RUNNER_ID}"\nrunner_config = {{ access_code = {{ env = "C" }} }}\n'
     async with HostService.open(make_settings(ref)) as service:
         assert service.directory.agent("s").source == "config"
+
+
+async def test_the_fault_settings_reach_the_orchestrator_and_the_plugin_processes(
+    make_settings: SettingsFactory,
+) -> None:
+    """``[runners]`` cancel grace and liveness pings configure the host and every plugin process (0 = no pings)."""
+    toml = f"""
+[runners]
+plugin_dirs = ["{PLUGINS}"]
+cancel_grace_seconds = 2.5
+ping_interval_seconds = 0
+ping_timeout_seconds = 4
+"""
+    async with HostService.open(make_settings(toml)) as service:
+        assert service.host.orchestrator.force_end_grace_seconds == 2.5
+        conn = next(c for c in service.host.registry.connections() if c.plugin_id == "tests/echo")
+        assert isinstance(conn, SubprocessRunnerConnection)
+        options = conn.options
+        assert (options.cancel_grace, options.ping_interval, options.ping_timeout) == (2.5, None, 4.0)

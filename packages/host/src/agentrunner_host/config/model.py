@@ -130,8 +130,8 @@ class RunnersConfig(_Section):
     """How long a run may go on after its cancellation or deadline before the host force-ends it; out of process
     a runner still ignoring it then gets its plugin process restarted (the plugin's other live runs end
     ``runtime.restarted``)."""
-    ping_interval_seconds: float | None = Field(default=10.0, gt=0)
-    """Seconds between liveness pings of each warm plugin process; unset turns the pings off."""
+    ping_interval_seconds: float = Field(default=10.0, ge=0)
+    """Seconds between liveness pings of each warm plugin process; 0 turns the pings off."""
     ping_timeout_seconds: float = Field(default=10.0, gt=0)
     """A plugin process that has not answered a ping within this is killed with its process group (its live runs
     end ``runtime.unresponsive``) and restarted with backoff on next use."""

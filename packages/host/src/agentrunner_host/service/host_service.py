@@ -267,7 +267,7 @@ class HostService:
                     entry_points=runners.entry_points == "subprocess",
                     options=RuntimeOptions(
                         cancel_grace=runners.cancel_grace_seconds,
-                        ping_interval=runners.ping_interval_seconds,
+                        ping_interval=runners.ping_interval_seconds or None,
                         ping_timeout=runners.ping_timeout_seconds,
                     ),
                 )
