@@ -8,6 +8,11 @@ write; every SQLAlchemy statement over aiosqlite costs a few thread hops, so rou
 pays for. Reads use one held connection too when uncontended, in autocommit (WAL readers never block the
 writer). PostgreSQL writes use pooled connections and rely on row locks; its reads run in autocommit.
 Serialization failures, deadlocks and unique violations from racing inserts are retried.
+
+Batches of the hot path (the journal: live results, state updates and run ends) take one thread hop per
+transaction on SQLite instead of several per statement: :meth:`Database.transact_batch` runs the whole
+transaction on a dedicated writer thread with a plain ``sqlite3`` connection under SQLAlchemy Core (same
+statements, same types), still under the process's one write lock.
 """
 
 from __future__ import annotations
@@ -15,14 +20,17 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
-from typing import Any, Final, TypeVar
+from typing import Any, Final, TypeVar, cast
 
-from sqlalchemy import Connection
+from sqlalchemy import Connection, Engine, event
+from sqlalchemy import create_engine as create_sync_engine
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.pool import StaticPool
 
-from agentrunner_host.db import SQLITE_BEGIN_OPTION
+from agentrunner_host.db import SQLITE_BEGIN_OPTION, SQLITE_BUSY_TIMEOUT_MS
 
 __all__ = ["Database", "RetryTransaction", "now_ms"]
 
@@ -58,6 +66,9 @@ class Database:
         )
         self._reader: AsyncConnection | None = None
         self._closed = False
+        self._batch_thread: ThreadPoolExecutor | None = None
+        self._batch_engine: Engine | None = None
+        self._batch_conn: Connection | None = None
 
     @property
     def is_sqlite(self) -> bool:
@@ -96,6 +107,87 @@ class Database:
                     raise
             await asyncio.sleep(0.001 * (attempt + 1))
         raise AssertionError("unreachable")
+
+    async def transact_batch(self, work: Callable[[AsyncConnection, bool], Awaitable[T]]) -> T:
+        """:meth:`transact_optimistic` for work that only executes statements: on SQLite the whole transaction
+        (every statement, the commit, a careful retry) runs in one hop to the writer thread. *work* is
+        written against :class:`AsyncConnection` but is given a synchronous connection behind the same
+        ``execute``; it must await nothing else (it is driven without an event loop)."""
+        if not self.is_sqlite:
+            return await self.transact_optimistic(work)
+        for attempt in range(_ATTEMPTS):
+            try:
+                async with self._lock:
+                    if self._closed:
+                        raise RuntimeError("the stores are closed")
+                    if self._batch_thread is None:
+                        self._batch_thread = ThreadPoolExecutor(
+                            1, thread_name_prefix="agentrunner-sqlite-batch"
+                        )
+                    loop = asyncio.get_running_loop()
+                    return await loop.run_in_executor(self._batch_thread, self._run_batch, work)
+            except DBAPIError as exc:
+                if attempt == _ATTEMPTS - 1 or not self._retryable(exc):
+                    raise
+            await asyncio.sleep(0.001 * (attempt + 1))
+        raise AssertionError("unreachable")
+
+    def _run_batch(self, work: Callable[[AsyncConnection, bool], Awaitable[T]]) -> T:
+        conn = self._batch_connection()
+        careful = False
+        while True:
+            try:
+                with conn.begin():
+                    return _drive(work(_SyncExecutor(conn), careful))  # pyright: ignore[reportArgumentType]
+            except IntegrityError:
+                if careful:
+                    raise
+                careful = True
+
+    def _batch_connection(self) -> Connection:
+        if self._batch_conn is not None and not self._batch_conn.invalidated:
+            return self._batch_conn
+        url = self.engine.url.set(drivername="sqlite+pysqlite")
+        engine = create_sync_engine(url, poolclass=StaticPool, connect_args={"check_same_thread": False})
+
+        def on_connect(dbapi_connection: Any, _record: Any) -> None:
+            dbapi_connection.isolation_level = None  # transactions are begun below, as the async writer does
+            cursor = dbapi_connection.cursor()
+            try:
+                cursor.execute("PRAGMA synchronous=NORMAL")
+                cursor.execute("PRAGMA foreign_keys=ON")
+                cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+            finally:
+                cursor.close()
+
+        def on_begin(connection: Connection) -> None:
+            connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+        event.listen(engine, "connect", on_connect)
+        event.listen(engine, "begin", on_begin)
+        # Listeners on the injected engine (metrics, tests counting commits and statements) see the writer
+        # thread's work too: forward its commit and statement events to them.
+        hub: Any = self.engine.sync_engine.dispatch
+
+        def on_commit(connection: Connection) -> None:
+            hub.commit(connection)
+
+        def on_statement(*args: Any) -> None:
+            hub.before_cursor_execute(*args)
+
+        event.listen(engine, "commit", on_commit)
+        event.listen(engine, "before_cursor_execute", on_statement)
+        self._batch_engine = engine
+        self._batch_conn = engine.connect()
+        return self._batch_conn
+
+    def _close_batch(self) -> None:
+        if self._batch_conn is not None:
+            self._batch_conn.close()
+            self._batch_conn = None
+        if self._batch_engine is not None:
+            self._batch_engine.dispose()
+            self._batch_engine = None
 
     @asynccontextmanager
     async def read(self) -> AsyncGenerator[AsyncConnection]:
@@ -166,11 +258,39 @@ class Database:
                 self._reader = None
         async with self._lock:
             self._closed = True
+            if self._batch_thread is not None:
+                await asyncio.get_running_loop().run_in_executor(self._batch_thread, self._close_batch)
+                self._batch_thread.shutdown(wait=True)
+                self._batch_thread = None
             if self._writer is not None:
                 # the driver connection was switched to implicit transactions: never hand it back to the pool
                 await self._writer.invalidate()
                 await self._writer.close()
                 self._writer = None
+
+
+class _SyncExecutor:
+    """The ``execute`` of an :class:`AsyncConnection` over a synchronous connection (same results): lets
+    the stores' statement-only async work run unchanged in one hop on the writer thread."""
+
+    __slots__ = ("_conn",)
+
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
+
+    async def execute(self, statement: Any, parameters: Any = None) -> Any:
+        return self._conn.execute(statement, parameters)
+
+
+def _drive(coroutine: Awaitable[T]) -> T:
+    """Run a coroutine that never suspends to its end, without an event loop."""
+    step: Any = coroutine.__await__()
+    try:
+        step.send(None)
+    except StopIteration as stop:
+        return cast(T, stop.value)
+    step.close()
+    raise RuntimeError("a batch write awaited something other than a statement")
 
 
 def _implicit_begin(connection: Connection) -> None:

@@ -335,7 +335,7 @@ class RunStore:
                 returning=False,
             )
 
-        await self._db.transact_optimistic(work)
+        await self._db.transact_batch(work)
 
     async def _write_journal(self, entry: JournalEntry[ResultRecord, RunFinish, StateWrite]) -> None:
         finishes = entry.finishes
@@ -397,7 +397,8 @@ class RunStore:
                     returning=False,
                 )
 
-        await self._db.transact_optimistic(work)
+        # statements only: one hop to the SQLite writer thread for the whole transaction
+        await self._db.transact_batch(work)
 
     async def get(self, run_id: str) -> RunRecord | None:
         """The run, or ``None``."""
