@@ -80,3 +80,10 @@ class LiveServer:
         self.server.should_exit = True
         if self._task is not None:
             await self._task
+
+
+@pytest.fixture
+async def client(service: HostService) -> AsyncIterator[httpx.AsyncClient]:
+    """An in-process client of the zero-configuration service without a token."""
+    async with client_for(service) as c:
+        yield c

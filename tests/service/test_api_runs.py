@@ -139,6 +139,7 @@ async def test_a_run_executing_in_another_process_is_followed_until_it_ends(
 ) -> None:
     """A second service on the same database runs the event; this server's stream waits, then replays it all."""
     runner = FakeGatedRunner()
+    install_fakes(service, FakeGatedRunner())  # the API admits agents only for runners it knows
     async with HostService.open(service.settings, recover=False) as other:
         await _bind_gated(client, other, runner)
         other.refresh_bindings()

@@ -20,12 +20,15 @@ async def test_bodies_are_validated_strictly_against_the_documented_types(client
     assert zero_size.status_code == 422
 
 
-async def test_ids_outside_latin_1_are_percent_encoded_in_location(client: httpx.AsyncClient) -> None:
-    """A created agent with a non-ASCII id gets a valid Location header, and the id round-trips."""
-    created = await client.post("/v1/agents", json={"agent_id": "代理-1", "runner_id": ECHO})
+async def test_ids_are_percent_encoded_in_location(client: httpx.AsyncClient) -> None:
+    """A created agent whose id holds reserved URL characters gets a valid Location header, and the id
+    round-trips; ids outside the id pattern (non-ASCII included) are refused (tests/security)."""
+    created = await client.post("/v1/agents", json={"agent_id": "team:a@b+1", "runner_id": ECHO})
     assert created.status_code == 201
-    assert created.headers["location"] == "/v1/agents/%E4%BB%A3%E7%90%86-1"
-    assert (await client.get(created.headers["location"])).json()["agent"]["agent_id"] == "代理-1"
+    assert created.headers["location"] == "/v1/agents/team%3Aa%40b%2B1"
+    assert (await client.get(created.headers["location"])).json()["agent"]["agent_id"] == "team:a@b+1"
+    refused = await client.post("/v1/agents", json={"agent_id": "代理-1", "runner_id": ECHO})
+    assert refused.status_code == 422 and "agent_id" in refused.json()["error"]["message"]
 
 
 async def test_a_wrong_method_lists_every_allowed_method(client: httpx.AsyncClient) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import sys
 import urllib.error
 import urllib.request
@@ -30,6 +31,7 @@ from agentrunner import (
 from agentrunner import _json as json
 from pydantic import BaseModel, ValidationError
 
+from agentrunner_host.admission import ID_PATTERN, AdmissionError, check_agent_config, is_valid_id
 from agentrunner_host.config import (
     BindingSpec,
     ConfigFileError,
@@ -208,10 +210,16 @@ def _model_json(model: BaseModel) -> Any:
     return model.model_dump(mode="json", exclude_defaults=False)
 
 
-def _configure_logging(level: str) -> None:
+def _configure_logging(settings: Settings, *, level: str | None = None) -> None:
+    from agentrunner_host.redaction import install_log_redaction, known_secrets
+
     logging.basicConfig(
-        level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
+        level=(level or settings.log_level).upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
     )
+    # Every record is masked before it is written: known secret values and credential shapes.
+    install_log_redaction(known_secrets(settings))
 
 
 def _offline_directory(settings: Settings) -> Any:
@@ -228,6 +236,20 @@ def _offline_directory(settings: Settings) -> Any:
     )
 
 
+def _known_manifests(settings: Settings) -> dict[str, AgentRunnerManifest]:
+    """Runner manifests available without starting anything: installed entry points (unless switched off)
+    and the ``manifest.yaml`` of every plugin directory."""
+    from agentrunner_host.runtime.discovery import discover_plugins
+    from agentrunner_host.service.host_service import installed_manifests
+
+    manifests = installed_manifests() if settings.config.runners.entry_points != "off" else {}
+    for spec in discover_plugins(settings.plugin_dirs).plugins.values():
+        for entry in spec.runners:
+            if entry.manifest is not None:
+                manifests.setdefault(entry.manifest.id, entry.manifest)
+    return manifests
+
+
 def _redacted_agent(agent: AgentConfig) -> dict[str, Any]:
     from agentrunner_host.service.host_service import installed_manifests
 
@@ -240,10 +262,28 @@ def _redacted_agent(agent: AgentConfig) -> dict[str, Any]:
 # -- commands --------------------------------------------------------------------------------------------------
 
 
+def _harden_process(settings: Settings) -> None:
+    """Process-wide protections of ``serve`` (docs/security.md): private file modes, a non-dumpable process,
+    and no secret left in ``os.environ`` once the settings hold it."""
+    from agentrunner_host.redaction import secret_variables
+    from agentrunner_host.runtime.sandbox import make_non_dumpable, scrub_environ
+
+    # Whatever the host and its plugins create is private to its user unless made otherwise on purpose.
+    os.umask(0o077)
+    isolation = settings.config.isolation
+    if isolation.non_dumpable and not make_non_dumpable():
+        log.warning("could not mark the host non-dumpable; same-user processes can read its /proc files")
+    if isolation.scrub_environment:
+        removed = scrub_environ(secret_variables(settings))
+        if removed:
+            log.info("removed %d secret variable(s) from the host's environment: %s", len(removed), removed)
+
+
 def _cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
     settings = _settings(args, http_host=args.host, http_port=args.port)
     settings.require_token_for_bind()
-    _configure_logging(settings.log_level)
+    _configure_logging(settings)
+    _harden_process(settings)
     from agentrunner_host.http import serve
     from agentrunner_host.service import HostService
 
@@ -267,10 +307,12 @@ def _cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
 
 def _cmd_chat(args: argparse.Namespace, out: TextIO) -> int:
     settings = _settings(args)
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    _configure_logging(settings, level="warning")
     from agentrunner_host.service import HostService
 
     conversation = args.conversation or "cli-" + uuid.uuid4().hex[:12]
+    if not is_valid_id(conversation):
+        raise CliError(f"--conversation must match {ID_PATTERN}")
     interactive = args.message is None
 
     async def turn(service: HostService, text: str) -> bool:
@@ -476,6 +518,11 @@ def _cmd_agents(args: argparse.Namespace, out: TextIO) -> int:
                 )
             except ValidationError as exc:
                 raise CliError(_validation_message(exc)) from None
+            manifest = _known_manifests(settings).get(agent.runner_id)
+            try:
+                check_agent_config(agent.runner_id, agent.runner_config, manifest)
+            except AdmissionError as exc:
+                raise CliError(f"{exc.code}: {exc.message}") from None
             directory.put_agent(agent, create=True)
             out.write(f"agent {agent.agent_id} added\n")
         case "remove":
@@ -616,12 +663,13 @@ def _cmd_runs(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _cmd_db(args: argparse.Namespace, out: TextIO) -> int:
+    from agentrunner_host.datadir import prepare_data_dir
     from agentrunner_host.db import create_engine, current_revision, upgrade
 
     settings = _settings(args)
 
     async def main() -> str | None:
-        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        prepare_data_dir(settings.data_dir)
         engine = create_engine(settings.database_url)
         try:
             await upgrade(engine)

@@ -10,6 +10,9 @@ configured in code, so no ``alembic.ini`` is needed.
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
@@ -70,16 +73,51 @@ def create_engine(
     if backend == "sqlite":
         if parsed.get_driver_name() != "aiosqlite":
             raise ValueError("SQLite URLs must use the aiosqlite driver: sqlite+aiosqlite:///path/to/file.db")
-        engine = create_async_engine(parsed, echo=echo, connect_args=args, pool_size=pool_size)
+        _private_database_file(parsed.database)
+        engine = create_async_engine(
+            parsed, echo=echo, connect_args=args, pool_size=pool_size, hide_parameters=True
+        )
         _configure_sqlite(engine)
         return engine
     if backend == "postgresql":
         if parsed.get_driver_name() != "asyncpg":
             raise ValueError("PostgreSQL URLs must use the asyncpg driver: postgresql+asyncpg://...")
-        return create_async_engine(parsed, echo=echo, connect_args=args, pool_size=pool_size)
+        return create_async_engine(
+            parsed, echo=echo, connect_args=args, pool_size=pool_size, hide_parameters=True
+        )
     raise ValueError(
         f"unsupported database backend {backend!r}: use SQLite (aiosqlite) or PostgreSQL (asyncpg)"
     )
+
+
+class _NoDriverDebug(logging.Filter):
+    """aiosqlite logs every call at DEBUG with its arguments: SQL parameters, message text included."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno > logging.DEBUG
+
+
+_DRIVER_FILTER: Final = _NoDriverDebug()
+
+
+def _private_database_file(database: str | None) -> None:
+    """Create the SQLite file owner-only (0600) before SQLite does (it would use 0644); SQLite gives its WAL
+    and SHM files the database file's mode, so they are private too. An existing file is tightened."""
+    logging.getLogger("aiosqlite").addFilter(_DRIVER_FILTER)  # idempotent: a filter is added once
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return
+    path = Path(database)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        for candidate in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+            with contextlib.suppress(OSError):  # not ours to change (another owner), or absent
+                if candidate.stat().st_mode & 0o077:
+                    candidate.chmod(0o600)
+    except OSError:
+        return  # e.g. the directory does not exist yet: SQLite reports that itself
+    else:
+        os.close(fd)
 
 
 def _configure_sqlite(engine: AsyncEngine) -> None:

@@ -19,6 +19,8 @@ from agentrunner import (
 from agentrunner.context import TriggerSource
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
 
+from agentrunner_host.admission import Identifier
+
 __all__ = [
     "BINDING_SCOPE_PRECEDENCE",
     "AgentBinding",
@@ -102,7 +104,7 @@ class BindingScope(_HostModel):
 
     type: BindingScopeType = "global"
     """Scope kind."""
-    id: str | None = None
+    id: Identifier | None = None
     """The conversation / actor / bot / workspace id; ``None`` only for ``global``."""
 
     def matches(self, event: AgentEventEnvelope) -> bool:
@@ -228,8 +230,8 @@ class RunPolicy(_HostModel):
 class AgentConfig(_HostModel):
     """A configured agent: a runner plus its config and policies (the product-level object)."""
 
-    agent_id: str = Field(min_length=1, max_length=200)
-    """Id."""
+    agent_id: Identifier
+    """Id (:data:`~agentrunner_host.admission.ID_PATTERN`)."""
     runner_id: str
     """Runner id ``plugin:author/plugin/runner``."""
     runner_config: dict[str, Any] = {}
@@ -254,8 +256,8 @@ class AgentConfig(_HostModel):
 class AgentBinding(_HostModel):
     """Event → runner binding, resolved once per event (one event → one binding → one run)."""
 
-    binding_id: str = Field(min_length=1, max_length=200)
-    """Id."""
+    binding_id: Identifier
+    """Id (:data:`~agentrunner_host.admission.ID_PATTERN`)."""
     enabled: bool = True
     """Disabled bindings never match."""
     scope: BindingScope = BindingScope()

@@ -21,6 +21,7 @@ from .model import (
     DefaultsConfig,
     HostConfig,
     HttpConfig,
+    IsolationConfig,
     RunnersConfig,
     SecurityConfig,
     is_loopback_host,
@@ -50,6 +51,7 @@ __all__ = (
     # the file
     "HostConfig",
     "HttpConfig",
+    "IsolationConfig",
     "RunnersConfig",
     "SecurityConfig",
     "DefaultsConfig",

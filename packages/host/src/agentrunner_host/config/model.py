@@ -10,6 +10,7 @@ from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from agentrunner_host.admission import Identifier
 from agentrunner_host.models import AgentBinding, AgentConfig, BindingScope, EventFilter
 
 from .providers import KnowledgeBaseConfig, MCPServerConfig, ModelConfig
@@ -23,6 +24,7 @@ __all__ = [
     "DefaultsConfig",
     "HostConfig",
     "HttpConfig",
+    "IsolationConfig",
     "RunnersConfig",
     "SecurityConfig",
     "MIN_TOKEN_BITS",
@@ -152,6 +154,32 @@ class SecurityConfig(_Section):
     """Allow Codex's ``danger-full-access`` sandbox in a binding's config."""
 
 
+class IsolationConfig(_Section):
+    """``[isolation]``: how plugin processes are kept away from the host's secrets and resources."""
+
+    plugin_user: str | None = None
+    """Run plugin processes (plugin directories, subprocess entry points) as this account, e.g.
+    ``agentrunner-plugin``; the host must run as root. Another uid cannot read the host's environment,
+    memory, data directory or database. Unset: plugins run as the host's user."""
+    plugin_command: list[str] = []
+    """Program running the plugin runtime (the plugin's arguments are appended); default: the host's own
+    interpreter with ``-m agentrunner.wire.plugin``. The plugin account must be able to execute it."""
+    cpu_seconds: int | None = Field(default=None, ge=1)
+    """CPU seconds per plugin process (a warm process serves many runs, so this bounds its lifetime's CPU);
+    unset = no limit."""
+    memory_mb: int | None = Field(default=None, ge=64)
+    """Address space per plugin process in MiB (virtual, not resident memory); unset = no limit."""
+    open_files: int | None = Field(default=1024, ge=16)
+    """Open file descriptors per plugin process."""
+    file_size_mb: int | None = Field(default=1024, ge=1)
+    """Largest file a plugin process may write, in MiB."""
+    non_dumpable: bool = True
+    """``agentrunner serve`` marks itself non-dumpable: processes of its own uid cannot read its ``/proc``
+    files (environment, memory) or attach a debugger."""
+    scrub_environment: bool = True
+    """``agentrunner serve`` removes the variables it read secrets from out of its own environment once read."""
+
+
 class DefaultsConfig(_Section):
     """``[defaults]``: the zero-configuration behaviour."""
 
@@ -174,9 +202,9 @@ _EVENT_TYPE = re.compile(EVENT_TYPE_PATTERN)
 class BindingSpec(_Section):
     """A binding as configured: which events go to which agent (``[[bindings]]`` and ``/v1/bindings``)."""
 
-    binding_id: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.:\-]+$")
-    """Id."""
-    agent_id: str = Field(min_length=1, max_length=200)
+    binding_id: Identifier
+    """Id (:data:`~agentrunner_host.admission.ID_PATTERN`)."""
+    agent_id: Identifier
     """The agent that handles the events."""
     scope: BindingScope = BindingScope()
     """Where it applies (``global``, ``workspace``, ``bot``, ``actor``, ``conversation``)."""
@@ -240,6 +268,8 @@ class HostConfig(_Section):
     """HTTP API."""
     runners: RunnersConfig = RunnersConfig()
     """Runner sources."""
+    isolation: IsolationConfig = IsolationConfig()
+    """Plugin process isolation and quotas."""
     defaults: DefaultsConfig = DefaultsConfig()
     """Zero-configuration behaviour."""
     security: SecurityConfig = SecurityConfig()

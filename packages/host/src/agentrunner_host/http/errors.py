@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from starlette.responses import JSONResponse
 
+from agentrunner_host.admission import AdmissionError
 from agentrunner_host.errors import (
     BindingConflictError,
     BindingNotFoundError,
@@ -68,6 +69,8 @@ def from_host_error(exc: HostError) -> ApiError:
             return ApiError(409, "read_only", exc.message)
         case InUseError():
             return ApiError(409, "in_use", exc.message)
+        case AdmissionError():
+            return ApiError(422, exc.code, exc.message)
         case InvalidDefinitionError():
             return ApiError(422, "invalid_definition", exc.message)
         case ConfigurationError():

@@ -16,6 +16,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from agentrunner_host.access import ConversationKey
+from agentrunner_host.admission import ID_PATTERN, check_agent_config, is_valid_id
 from agentrunner_host.config import BindingSpec, find_literal_secrets, format_key_path, is_env_ref
 from agentrunner_host.models import AgentConfig, AgentEventEnvelope
 from agentrunner_host.registry import PluginFailure, RunnerDescriptor
@@ -145,8 +146,8 @@ def _bool_query(request: Request, name: str) -> bool:
 
 def _path_id(request: Request, name: str) -> str:
     value: str = request.path_params[name]
-    if not 1 <= len(value) <= 200:
-        raise ApiError(422, "invalid_request", f"{name} must be 1 to 200 characters")
+    if not is_valid_id(value):
+        raise ApiError(422, "invalid_request", f"{name} must match {ID_PATTERN}")
     return value
 
 
@@ -316,7 +317,7 @@ async def _agent_out(service: HostService, entry: AgentEntry) -> AgentOut:
     return AgentOut(agent=agent.model_copy(update={"runner_config": redacted}), source=entry.source)
 
 
-async def _check_agent_secrets(service: HostService, agent: AgentConfig) -> None:
+async def _admit_agent(service: HostService, agent: AgentConfig) -> None:
     # The runner's schema decides for its own fields (secret: true); names are only guessed for the rest.
     descriptor = await service.runner_schema(agent.runner_id)
     schema = descriptor.manifest.config_schema if descriptor is not None else None
@@ -335,6 +336,8 @@ async def _check_agent_secrets(service: HostService, agent: AgentConfig) -> None
             "literal_secret",
             "secrets are read from environment variables, never stored: " + "; ".join(sorted(set(problems))),
         )
+    # The runner must be available and the config must fit its form (AdmissionError → typed 422).
+    check_agent_config(agent.runner_id, agent.runner_config, descriptor.manifest if descriptor else None)
 
 
 async def list_agents(request: Request) -> Response:
@@ -355,7 +358,7 @@ async def create_agent(request: Request) -> Response:
     """``POST /v1/agents``."""
     service = _service(request)
     agent = await _body(request, AgentConfig)
-    await _check_agent_secrets(service, agent)
+    await _admit_agent(service, agent)
     service.apply_bindings(service.directory.put_agent(agent, create=True))
     out = await _agent_out(service, service.directory.agent(agent.agent_id))
     return _json(out, 201, headers={"Location": f"/v1/agents/{quote(agent.agent_id, safe='')}"})
@@ -368,7 +371,7 @@ async def replace_agent(request: Request) -> Response:
     agent = await _body(request, AgentConfig)
     if agent.agent_id != agent_id:
         raise ApiError(422, "invalid_request", "agent_id in the body differs from the path")
-    await _check_agent_secrets(service, agent)
+    await _admit_agent(service, agent)
     service.apply_bindings(service.directory.put_agent(agent, create=False))
     return _json(await _agent_out(service, service.directory.agent(agent_id)))
 
@@ -448,8 +451,8 @@ async def get_transcript(request: Request) -> Response:
     service = _service(request)
     conversation_id = _path_id(request, "conversation_id")
     thread_id = request.query_params.get("thread_id") or None
-    if thread_id is not None and len(thread_id) > 200:
-        raise ApiError(422, "invalid_request", "thread_id must be at most 200 characters")
+    if thread_id is not None and not is_valid_id(thread_id):
+        raise ApiError(422, "invalid_request", f"thread_id must match {ID_PATTERN}")
     raw_cursor = request.query_params.get("cursor") or ""
     if raw_cursor and not _CURSOR.fullmatch(raw_cursor):
         raise ApiError(422, "invalid_request", "cursor must be a value returned as next_cursor")
@@ -487,22 +490,24 @@ async def readyz(request: Request) -> Response:
 
 # -- the table --------------------------------------------------------------------------------------------------
 
+_ID_SCHEMA: Final = {"type": "string", "minLength": 1, "maxLength": 200, "pattern": ID_PATTERN}
+
 _RUN_ID = Param(
     name="run_id",
     where="path",
-    schema={"type": "string", "minLength": 1, "maxLength": 200},
+    schema=_ID_SCHEMA,
     description="Run id.",
 )
 _AGENT_ID = Param(
     name="agent_id",
     where="path",
-    schema={"type": "string", "minLength": 1, "maxLength": 200},
+    schema=_ID_SCHEMA,
     description="Agent id.",
 )
 _BINDING_ID = Param(
     name="binding_id",
     where="path",
-    schema={"type": "string", "minLength": 1, "maxLength": 200},
+    schema=_ID_SCHEMA,
     description="Binding id.",
 )
 _STREAM = Param(
@@ -731,13 +736,13 @@ ENDPOINTS: Final[tuple[Endpoint, ...]] = (
             Param(
                 name="conversation_id",
                 where="path",
-                schema={"type": "string", "minLength": 1, "maxLength": 200},
+                schema=_ID_SCHEMA,
                 description="Conversation id.",
             ),
             Param(
                 name="thread_id",
                 where="query",
-                schema={"type": "string", "maxLength": 200},
+                schema={"type": "string", "maxLength": 200, "pattern": "^$|" + ID_PATTERN},
                 description="Thread (main line when absent).",
             ),
             Param(

@@ -7,6 +7,7 @@ from typing import Any, Literal
 from agentrunner import ActorContext, AgentInput, SubjectContext
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 
+from agentrunner_host.admission import Identifier
 from agentrunner_host.config import BindingSpec
 from agentrunner_host.config.model import EVENT_TYPE_PATTERN
 from agentrunner_host.models import AgentConfig
@@ -62,7 +63,7 @@ class ErrorBody(_Body):
 class EventSubmission(_Body):
     """An event to run: the part of an event envelope an API client provides (``source`` is always ``api``)."""
 
-    event_id: str | None = Field(default=None, min_length=1, max_length=200)
+    event_id: Identifier | None = None
     """Idempotency key; a second submission with the same id answers 409 with the first run's id.
     Generated when absent."""
     event_type: str = Field(
@@ -73,13 +74,13 @@ class EventSubmission(_Body):
     """Shortcut for ``input.text``."""
     input: AgentInput | None = None
     """The full input (text, content parts, attachments); not together with ``text``."""
-    conversation_id: str | None = Field(default=None, min_length=1, max_length=200)
+    conversation_id: Identifier | None = None
     """Conversation (transcript and conversation state are kept per conversation)."""
-    thread_id: str | None = Field(default=None, min_length=1, max_length=200)
+    thread_id: Identifier | None = None
     """Thread inside the conversation."""
-    bot_id: str | None = Field(default=None, min_length=1, max_length=200)
+    bot_id: Identifier | None = None
     """Receiving bot (for bot-scoped bindings)."""
-    workspace_id: str | None = Field(default=None, min_length=1, max_length=200)
+    workspace_id: Identifier | None = None
     """Workspace (for workspace-scoped bindings)."""
     actor: ActorContext | None = None
     """Who caused the event."""

@@ -128,6 +128,8 @@ def server_config(
         lifespan="off",
         access_log=log_level == "debug",
         server_header=False,
+        # uvicorn's loggers propagate to the root handlers, where the host's secret redaction sits.
+        log_config=None,
         http=guarded_protocol(http.header_timeout_seconds),
         timeout_keep_alive=http.keep_alive_seconds,
         limit_concurrency=http.max_connections,

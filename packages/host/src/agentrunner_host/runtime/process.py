@@ -32,7 +32,8 @@ from agentrunner_host.transport import BackCallHandler, RawResult
 
 from .discovery import PluginSpec
 from .environment import DEFAULT_ENV_ALLOWLIST, Redactor, build_child_env
-from .session import CLOSED, START_FAILED, UNRESPONSIVE, WireSession
+from .sandbox import QUOTA_EXCEEDED, PluginUser, ProcessLimits, quota_breach
+from .session import CLOSED, CRASHED, START_FAILED, UNRESPONSIVE, WireSession
 
 __all__ = ["RuntimeOptions", "SubprocessRunnerConnection", "default_command"]
 
@@ -86,6 +87,12 @@ class RuntimeOptions:
     """Seconds a run the host left (cancelled, past its deadline) has to end in the child; a runner that keeps
     ignoring the cancellation gets the child restarted, ending the plugin's other live runs ``runtime.restarted``.
     ``None`` never restarts for that."""
+    user: PluginUser | None = None
+    """Run the child as this account (the host must be root); its private work directory is handed to it."""
+    limits: ProcessLimits | None = None
+    """Resource limits set on the child as it starts (see :mod:`~agentrunner_host.runtime.sandbox`)."""
+    host_env: Mapping[str, str] | None = None
+    """Where allowlisted and granted variables are read from (default ``os.environ``)."""
 
 
 class _Child:
@@ -325,16 +332,23 @@ class SubprocessRunnerConnection:
         if self._own_work_dir is None:
             prefix = "agentrunner-" + self.plugin_id.replace("/", "-") + "-"
             self._own_work_dir = Path(tempfile.mkdtemp(prefix=prefix))
+            user = self.options.user
+            if user is not None:
+                os.chown(self._own_work_dir, user.uid, user.gid)  # 0700, so only the plugin's account
         return self._own_work_dir
 
     async def _spawn(self) -> _Child:
         options = self.options
+        host_env = os.environ if options.host_env is None else options.host_env
+        work_dir = self._work_dir()
+        extra = {**options.env, "AGENTRUNNER_PLUGIN_ID": self.plugin_id}
+        user = options.user
+        if user is not None:
+            extra = {"HOME": str(work_dir), "USER": user.name, "LOGNAME": user.name, **extra}
         env = build_child_env(
-            allowlist=options.env_allowlist,
-            granted=options.granted_env,
-            extra={**options.env, "AGENTRUNNER_PLUGIN_ID": self.plugin_id},
+            allowlist=options.env_allowlist, granted=options.granted_env, extra=extra, host_env=host_env
         )
-        redact = Redactor.for_environment(os.environ, env)
+        redact = Redactor.for_environment(host_env, env)
         command = [*options.command, *self.spec.runtime_args()]
         self.starts += 1
         try:
@@ -344,9 +358,13 @@ class SubprocessRunnerConnection:
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
                 env=env,
-                cwd=self._work_dir(),
+                cwd=work_dir,
                 start_new_session=True,
                 limit=options.max_frame_bytes,
+                user=None if user is None else user.uid,
+                group=None if user is None else user.gid,
+                extra_groups=None if user is None else [],
+                preexec_fn=None if options.limits is None else options.limits.preexec(),
             )
         except OSError as exc:
             self._record_crash(0.0)
@@ -364,11 +382,15 @@ class SubprocessRunnerConnection:
         channel = StreamFrameChannel(proc.stdout, proc.stdin, max_frame_bytes=options.max_frame_bytes)
         child: _Child | None = None
 
-        async def describe_eof() -> str:
+        async def describe_eof() -> tuple[str, str]:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(0.5):
                     await proc.wait()
-            return self._exit_message(proc.returncode)
+            message = self._exit_message(proc.returncode)
+            breach = quota_breach(proc.returncode)
+            if breach is not None:
+                return QUOTA_EXCEEDED, f"{message} (stopped by {breach})"
+            return CRASHED, message
 
         def on_failure(error: RunnerTransportError) -> None:
             if error.code == CLOSED or child is None:

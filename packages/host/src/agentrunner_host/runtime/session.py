@@ -138,7 +138,7 @@ class WireSession:
         handler: BackCallHandler,
         result_window: int = DEFAULT_RESULT_WINDOW,
         max_frame_bytes: int = MAX_FRAME_BYTES,
-        describe_eof: Callable[[], Awaitable[str]] | None = None,
+        describe_eof: Callable[[], Awaitable[str | tuple[str, str]]] | None = None,
         on_failure: Callable[[RunnerTransportError], None] | None = None,
         cancel_grace: float | None = 5.0,
     ) -> None:
@@ -393,10 +393,12 @@ class WireSession:
             self.fail(CRASHED, f"plugin {self.plugin_id}: reading the runtime failed: {exc}")
             return
         if self.failure is None:
-            message = f"plugin {self.plugin_id}: the runtime closed its stream"
+            code, message = CRASHED, f"plugin {self.plugin_id}: the runtime closed its stream"
             if self._describe_eof is not None:
-                message = await self._describe_eof()
-            self.fail(CRASHED, message)
+                # A (code, message) pair names why it ended (a resource limit); a message alone is a crash.
+                described = await self._describe_eof()
+                code, message = described if isinstance(described, tuple) else (CRASHED, described)
+            self.fail(code, message)
 
     def _on_result(self, run_id: str, sequence: int, result: dict[str, Any]) -> None:
         run = self._runs.get(run_id)

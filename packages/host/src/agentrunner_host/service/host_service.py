@@ -20,7 +20,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from agentrunner import AgentRunner, AgentRunnerManifest, InvalidRunnerIdError, RunnerId
 from agentrunner import _json as json
@@ -38,8 +38,9 @@ from agentrunner_host.config import (
     is_env_ref,
     redact_config,
 )
+from agentrunner_host.datadir import prepare_data_dir
 from agentrunner_host.db import alembic_config, create_engine, current_revision, upgrade
-from agentrunner_host.errors import DuplicateEventError, HostError, RunnerNotFoundError
+from agentrunner_host.errors import ConfigurationError, DuplicateEventError, HostError, RunnerNotFoundError
 from agentrunner_host.harness import HarnessPolicy, refuse_code_execution
 from agentrunner_host.host import Host
 from agentrunner_host.models import AgentEventEnvelope
@@ -49,6 +50,9 @@ from agentrunner_host.registry import PluginFailure, RunnerDescriptor
 from agentrunner_host.runtime import RuntimeManager, RuntimeOptions
 from agentrunner_host.stores import HostStores, ResultRecord
 from agentrunner_host.stores.models import ResultRow, RunRow
+
+if TYPE_CHECKING:
+    from agentrunner_host.runtime.process import RuntimeOptions
 
 from .agents import AgentDirectory
 from .errors import NotFoundError
@@ -62,6 +66,7 @@ __all__ = [
     "ReplayItem",
     "RunView",
     "default_runner_for",
+    "plugin_runtime_options",
     "installed_manifests",
     "installed_runner_ids",
 ]
@@ -227,7 +232,7 @@ class HostService:
         asked for its runners now (out-of-process plugins start), and each plugin that fails is logged with
         its reason; without it, plugins start on first use."""
         config = settings.config
-        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        prepare_data_dir(settings.data_dir)
         engine = create_engine(settings.database_url)
         async with contextlib.AsyncExitStack() as stack:
             stack.push_async_callback(engine.dispose)
@@ -265,11 +270,7 @@ class HostService:
                     settings.plugin_dirs,
                     host.dispatcher,
                     entry_points=runners.entry_points == "subprocess",
-                    options=RuntimeOptions(
-                        cancel_grace=runners.cancel_grace_seconds,
-                        ping_interval=runners.ping_interval_seconds or None,
-                        ping_timeout=runners.ping_timeout_seconds,
-                    ),
+                    options=plugin_runtime_options(settings),
                 )
                 stack.push_async_callback(runtime.aclose)
                 stack.push_async_callback(installed.aclose)
@@ -543,6 +544,47 @@ async def _check_code_executing_agents(host: Host, directory: AgentDirectory) ->
         needs_bridge = needs_bridge or descriptor.manifest.capabilities.mcp_bridge
     if needs_bridge and harness is not None:
         await harness.start_bridge()
+
+
+def plugin_runtime_options(settings: Settings) -> RuntimeOptions:
+    """How plugin processes start, from ``[isolation]``: their account, command and resource limits; the
+    variables they may inherit are read from the settings' environment (``os.environ`` may be scrubbed)."""
+    from agentrunner_host.runtime.process import RuntimeOptions
+    from agentrunner_host.runtime.sandbox import PluginUser, ProcessLimits
+
+    isolation = settings.config.isolation
+    user = None
+    if isolation.plugin_user is not None:
+        user = PluginUser.lookup(isolation.plugin_user)
+        if os.geteuid() != 0 and user.uid != os.geteuid():
+            raise ConfigurationError(
+                f"isolation.plugin_user = {user.name!r}: the host must run as root to start plugins as another user"
+            )
+        if user.uid == os.geteuid():
+            user = None  # already that account
+    elif os.geteuid() == 0:
+        log.warning(
+            "the host runs as root and plugin processes run as root too: they can read its environment, "
+            "memory and data; set [isolation] plugin_user (see docs/security.md)"
+        )
+    mib = 1024 * 1024
+    limits = ProcessLimits(
+        cpu_seconds=isolation.cpu_seconds,
+        address_space_bytes=None if isolation.memory_mb is None else isolation.memory_mb * mib,
+        open_files=isolation.open_files,
+        file_size_bytes=None if isolation.file_size_mb is None else isolation.file_size_mb * mib,
+    )
+    base = RuntimeOptions()
+    runners = settings.config.runners
+    return RuntimeOptions(
+        cancel_grace=runners.cancel_grace_seconds,
+        ping_interval=runners.ping_interval_seconds or None,
+        ping_timeout=runners.ping_timeout_seconds,
+        command=list(isolation.plugin_command) or list(base.command),
+        user=user,
+        limits=None if limits.empty else limits,
+        host_env=settings.environ,
+    )
 
 
 def _refuse_secret_literals(settings: Settings, plugins: Mapping[str, list[AgentRunner]]) -> None:

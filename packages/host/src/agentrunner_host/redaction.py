@@ -1,0 +1,99 @@
+"""The secrets the host knows, and keeping them out of its logs at every level.
+
+:func:`known_secrets` collects every credential value the configuration points at: the API token, the
+database URL's password, each variable named by ``*_env`` / ``env_from`` / ``headers_from`` / ``{ env = "VAR" }``,
+and every secret-named variable of the environment. :class:`SecretLogFilter` masks those values (and the
+usual credential shapes, see :class:`~agentrunner_host.runtime.environment.Redactor`) in every record a handler
+emits, message, arguments and traceback included. :func:`install_log_redaction` puts it on the root handlers.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from typing import Any, cast
+from urllib.parse import urlsplit
+
+from agentrunner_host.config import Settings, is_env_ref
+from agentrunner_host.runtime.environment import Redactor, looks_secret_name
+
+__all__ = ["SecretLogFilter", "install_log_redaction", "known_secrets", "secret_variables"]
+
+
+def _referenced_variables(node: object) -> Iterable[str]:
+    """Names of environment variables a configuration tree points at."""
+    if is_env_ref(node):
+        yield cast(Mapping[str, str], node)["env"]
+        return
+    if isinstance(node, Mapping):
+        for key, value in cast(Mapping[str, Any], node).items():
+            if isinstance(value, str) and (key.endswith("_env") or key == "env"):
+                yield value
+            elif key in {"env_from", "headers_from"} and isinstance(value, Mapping):
+                yield from (v for v in cast(Mapping[str, Any], value).values() if isinstance(v, str))
+            else:
+                yield from _referenced_variables(value)
+    elif isinstance(node, list):
+        for value in cast(list[Any], node):
+            yield from _referenced_variables(value)
+
+
+def secret_variables(settings: Settings) -> frozenset[str]:
+    """Names of the environment variables the configuration reads secrets from (the API token, the
+    database URL, every ``*_env`` / ``env_from`` / ``headers_from`` / ``{ env = "VAR" }`` reference)."""
+    names = set(_referenced_variables(settings.config.model_dump(mode="json")))
+    names.update({settings.config.http.api_token_env, "AGENTRUNNER_API_TOKEN", "AGENTRUNNER_DATABASE_URL"})
+    return frozenset(names)
+
+
+def known_secrets(settings: Settings) -> frozenset[str]:
+    """Every secret value *settings* can reach (at least 6 characters; shorter ones would mask noise)."""
+    environ = settings.environ
+    values: set[str] = set()
+    if settings.api_token:
+        values.add(settings.api_token)
+    try:
+        password = urlsplit(settings.database_url).password
+    except ValueError:
+        password = None
+    if password:
+        values.add(password)
+    for name in _referenced_variables(settings.config.model_dump(mode="json")):
+        value = environ.get(name)
+        if value:
+            values.add(value)
+    values.update(value for name, value in environ.items() if value and looks_secret_name(name))
+    return frozenset(v for v in values if len(v) >= 6)
+
+
+class SecretLogFilter(logging.Filter):
+    """Masks known secret values and credential shapes in a record before any handler formats it."""
+
+    def __init__(self, secrets: Iterable[str] = ()) -> None:
+        super().__init__()
+        self._redact = Redactor(secrets)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        masked = self._redact(message)
+        if masked != message or record.args:
+            record.msg = masked
+            record.args = None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = self._redact(record.exc_text)
+        if record.stack_info:
+            record.stack_info = self._redact(record.stack_info)
+        return True
+
+
+def install_log_redaction(secrets: Iterable[str], *, logger: logging.Logger | None = None) -> SecretLogFilter:
+    """Add a :class:`SecretLogFilter` to every handler of *logger* (default: the root logger)."""
+    target = logger or logging.getLogger()
+    redactor = SecretLogFilter(secrets)
+    for handler in target.handlers:
+        for previous in [f for f in handler.filters if isinstance(f, SecretLogFilter)]:
+            handler.removeFilter(previous)  # installing again replaces, never stacks
+        handler.addFilter(redactor)
+    return redactor

@@ -1,0 +1,128 @@
+"""Helpers for the plugin-isolation tests: the probe plugin in a world-readable place, the plugin account, an
+interpreter that account can run, and ``agentrunner serve`` as a real process."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+from collections.abc import Generator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+from agentrunner_host.runtime.sandbox import PluginUser, ensure_plugin_user
+
+PROBE_SOURCE = Path(__file__).parent / "plugins" / "probe"
+_START_TIMEOUT = 90.0
+
+
+@contextmanager
+def world_readable_probe() -> Generator[Path]:
+    """A copy of the probe plugin that another account can read (pytest's own temp dirs are 0700)."""
+    root = Path(tempfile.mkdtemp(prefix="agentrunner-probe-"))
+    try:
+        root.chmod(0o755)
+        target = root / "probe"
+        shutil.copytree(PROBE_SOURCE, target, ignore=shutil.ignore_patterns("__pycache__"))
+        for path in (target, *target.rglob("*")):
+            path.chmod(0o755 if path.is_dir() else 0o644)
+        yield root
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def plugin_account() -> PluginUser | None:
+    """The dedicated plugin account (created when missing and we are root), or ``None``."""
+    if os.geteuid() != 0:
+        return None
+    return ensure_plugin_user()
+
+
+def _runs_as(user: PluginUser, command: list[str]) -> bool:
+    try:
+        done = subprocess.run(
+            command,
+            user=user.uid,
+            group=user.gid,
+            extra_groups=[],
+            cwd="/",
+            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
+
+
+def plugin_command(user: PluginUser) -> list[str] | None:
+    """A plugin-runtime command *user* can execute: the host's interpreter when that account can read it,
+    else the system interpreter of the same version with the host's site-packages added."""
+    probe = "import agentrunner.wire.plugin"
+    if _runs_as(user, [sys.executable, "-c", probe]):
+        return [sys.executable, "-m", "agentrunner.wire.plugin"]
+    site = sysconfig.get_paths()["purelib"]
+    boot = (
+        f"import runpy, site, sys; site.addsitedir({site!r}); sys.argv[0] = 'agentrunner-plugin'; "
+        "runpy.run_module('agentrunner.wire.plugin', run_name='__main__', alter_sys=True)"
+    )
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    for candidate in (f"/usr/bin/{version}", f"/usr/local/bin/{version}"):
+        check = f"import site; site.addsitedir({site!r}); {probe}"
+        if Path(candidate).is_file() and _runs_as(user, [candidate, "-c", check]):
+            return [candidate, "-c", boot]
+    return None
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextmanager
+def serving(config: Path, data_dir: Path, log: Path, *, env: Mapping[str, str]) -> Generator[tuple[str, int]]:
+    """``agentrunner serve`` as a real process; yields its base URL and pid, stops it with SIGTERM."""
+    port = free_port()
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("AGENTRUNNER_")}
+    environ.update(env)
+    token = environ.get("AGENTRUNNER_API_TOKEN")
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    with log.open("ab") as log_file:
+        process = subprocess.Popen(
+            [
+                *(sys.executable, "-m", "agentrunner_host.cli", "serve", "--config", str(config)),
+                *("--port", str(port), "--data-dir", str(data_dir)),
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            env=environ,
+        )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + _START_TIMEOUT
+        while True:
+            assert process.poll() is None, f"serve exited early:\n{log.read_text()}"
+            try:
+                if httpx.get(f"{base}/readyz", headers=headers, timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, f"serve did not become ready:\n{log.read_text()}"
+            time.sleep(0.1)
+        yield base, process.pid
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == 0, log.read_text()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=10)

@@ -1,0 +1,139 @@
+"""Admission: one id pattern for every id (HTTP, config file, CLI), and an agent's runner must be installed
+and its config must fit the runner's form (typed 422 naming the field; the CLI refuses the same)."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import httpx
+import pytest
+from agentrunner_host.admission import ID_PATTERN, is_valid_id
+from agentrunner_host.cli import EXIT_FAILURE, EXIT_OK, cli
+from agentrunner_host.config import ConfigFileError
+
+from .conftest import SettingsFactory
+
+ECHO = "plugin:agentrunner/echo/default"
+BAD_IDS = ["../../etc/passwd", "a/b", "a\x00b", " a", "a b", ".hidden", "..", "", "x" * 201, "代理", "a\nb"]
+GOOD_IDS = ["a", "agent-1", "team:support", "oc_5f3c@chat", "-1001234567890", "v1.2+build=3", "_x"]
+
+
+@pytest.mark.parametrize("value", BAD_IDS)
+def test_the_pattern_refuses_path_like_and_control_ids(value: str) -> None:
+    """Traversal, separators, NUL, whitespace, a leading dot, non-ASCII and over-long ids are refused."""
+    assert not is_valid_id(value)
+
+
+@pytest.mark.parametrize("value", GOOD_IDS)
+def test_the_pattern_accepts_platform_ids(value: str) -> None:
+    """Ids platforms actually use (group ids with signs, ``@``, ``:``) pass."""
+    assert is_valid_id(value)
+
+
+async def test_every_http_id_field_uses_the_pattern(client: httpx.AsyncClient) -> None:
+    """Agents, bindings, scope ids, event ids and conversation/thread/bot/workspace ids in bodies, and every
+    path id: a bad id is 422 naming the field, and nothing is stored."""
+    for bad in BAD_IDS:
+        agent = await client.post("/v1/agents", json={"agent_id": bad, "runner_id": ECHO})
+        assert agent.status_code == 422 and "agent_id" in agent.json()["error"]["message"], bad
+        binding = await client.post("/v1/bindings", json={"binding_id": bad, "agent_id": "x"})
+        assert binding.status_code == 422 and "binding_id" in binding.json()["error"]["message"], bad
+        target = await client.post("/v1/bindings", json={"binding_id": "b", "agent_id": bad})
+        assert target.status_code == 422 and "agent_id" in target.json()["error"]["message"], bad
+        scope = await client.post(
+            "/v1/bindings",
+            json={"binding_id": "b", "agent_id": "x", "scope": {"type": "conversation", "id": bad}},
+        )
+        assert scope.status_code == 422 and "scope" in scope.json()["error"]["message"], bad
+        for field in ("event_id", "conversation_id", "thread_id", "bot_id", "workspace_id"):
+            event = await client.post("/v1/events", json={"text": "x", field: bad})
+            assert event.status_code == 422 and field in event.json()["error"]["message"], (field, bad)
+    listed = (await client.get("/v1/agents")).json()["agents"]
+    assert [a["agent"]["agent_id"] for a in listed if a["source"] != "default"] == []
+    for path in (
+        "/v1/agents/..%2F..%2Fetc%2Fpasswd",
+        "/v1/agents/a%00b",
+        "/v1/bindings/.hidden",
+        "/v1/runs/a%20b",
+        "/v1/runs/a%2Fb/results",
+        "/v1/conversations/%E4%BB%A3/transcript",
+        "/v1/conversations/ok/transcript?thread_id=a%2Fb",
+    ):
+        response = await client.get(path)
+        # An encoded "/" splits the path (no route: 404); every other bad id is refused by the pattern.
+        assert response.status_code == (404 if "%2F" in path.split("?")[0] else 422), path
+    assert ID_PATTERN in (await client.get("/openapi.json")).text.replace("\\\\", "\\")
+
+
+def test_the_config_file_uses_the_pattern(make_settings: SettingsFactory) -> None:
+    """A configured agent or binding with a bad id is a configuration error naming the key."""
+    agent = f'[[agents]]\nagent_id = "../x"\nrunner_id = "{ECHO}"\n'
+    with pytest.raises(ConfigFileError, match=r"agents\[0\]\.agent_id"):
+        make_settings(agent)
+    binding = (
+        f'[[agents]]\nagent_id = "a"\nrunner_id = "{ECHO}"\n'
+        '[[bindings]]\nbinding_id = "b/c"\nagent_id = "a"\n'
+    )
+    with pytest.raises(ConfigFileError, match=r"bindings\[0\]\.binding_id"):
+        make_settings(binding)
+
+
+def _cli(tmp_path: Path, *argv: str) -> tuple[int, str]:
+    out = io.StringIO()
+    code = cli([*argv, "--data-dir", str(tmp_path / "cli-data")], out=out)
+    return code, out.getvalue()
+
+
+def test_the_cli_uses_the_pattern_and_admits_only_valid_agents(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``agents add``/``bindings add`` refuse bad ids, unknown runners and configs that do not fit."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("AGENTRUNNER_CONFIG", raising=False)
+    assert _cli(tmp_path, "agents", "add", "../etc", "--runner", ECHO)[0] == EXIT_FAILURE
+    assert "agent_id" in capsys.readouterr().err
+    assert _cli(tmp_path, "bindings", "add", "a/b", "--agent", "x")[0] == EXIT_FAILURE
+    assert "binding_id" in capsys.readouterr().err
+    assert _cli(tmp_path, "chat", "--conversation", "../c", "-m", "hi")[0] == EXIT_FAILURE
+    assert "--conversation" in capsys.readouterr().err
+    assert _cli(tmp_path, "agents", "add", "a", "--runner", "plugin:nobody/missing/x")[0] == EXIT_FAILURE
+    assert "unknown_runner: runner_id" in capsys.readouterr().err
+    wrong = _cli(tmp_path, "agents", "add", "a", "--runner", ECHO, "--runner-config", '{"prefix": 5}')
+    assert wrong[0] == EXIT_FAILURE
+    assert "invalid_runner_config: runner_config.prefix: expected a string" in capsys.readouterr().err
+    extra = _cli(tmp_path, "agents", "add", "a", "--runner", ECHO, "--runner-config", '{"prefx": "x"}')
+    assert extra[0] == EXIT_FAILURE and "runner_config.prefx" in capsys.readouterr().err
+    ok = _cli(tmp_path, "agents", "add", "a", "--runner", ECHO, "--runner-config", '{"prefix": "> "}')
+    assert ok[0] == EXIT_OK
+    assert _cli(tmp_path, "agents", "list")[1].splitlines()[-1].startswith("a\t")
+
+
+async def test_an_agent_for_an_unknown_runner_or_a_wrong_config_is_refused(client: httpx.AsyncClient) -> None:
+    """``POST``/``PUT /v1/agents``: typed 422 naming the field; the agent is not stored; a fitting one is."""
+    unknown = await client.post("/v1/agents", json={"agent_id": "a", "runner_id": "plugin:nobody/missing/x"})
+    assert unknown.status_code == 422
+    assert unknown.json()["error"]["code"] == "unknown_runner"
+    assert unknown.json()["error"]["message"].startswith("runner_id: ")
+    for config, field in (
+        ({"prefix": 5}, "prefix"),
+        ({"prefix": ["x"]}, "prefix"),
+        ({"other": "x"}, "other"),
+    ):
+        wrong = await client.post(
+            "/v1/agents", json={"agent_id": "a", "runner_id": ECHO, "runner_config": config}
+        )
+        assert wrong.status_code == 422, config
+        assert wrong.json()["error"]["code"] == "invalid_runner_config"
+        assert f"runner_config.{field}" in wrong.json()["error"]["message"]
+    assert (await client.get("/v1/agents/a")).status_code == 404
+    ok = await client.post(
+        "/v1/agents", json={"agent_id": "a", "runner_id": ECHO, "runner_config": {"prefix": ">"}}
+    )
+    assert ok.status_code == 201
+    env_ref = {"agent_id": "a", "runner_id": ECHO, "runner_config": {"prefix": {"env": "SOME_PREFIX"}}}
+    assert (await client.put("/v1/agents/a", json=env_ref)).status_code == 200
+    replaced = await client.put(
+        "/v1/agents/a", json={"agent_id": "a", "runner_id": ECHO, "runner_config": {"prefix": 1}}
+    )
+    assert replaced.status_code == 422 and replaced.json()["error"]["code"] == "invalid_runner_config"
