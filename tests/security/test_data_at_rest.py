@@ -170,3 +170,29 @@ def test_serve_logs_no_message_text_sql_parameter_or_secret(tmp_path: Path, leve
     assert marker not in written
     files = [p for p in data_dir.rglob("*") if p.is_file()]
     assert files and all(stat.S_IMODE(p.stat().st_mode) & 0o077 == 0 for p in files)
+
+
+async def test_known_secrets_are_masked_in_results_transcripts_and_the_database(
+    make_settings: SettingsFactory,
+) -> None:
+    """An agent whose config takes a secret from the environment (``{ env = "VAR" }``) and whose runner
+    echoes it: the live answer, the stored results, the transcript and the database files hold ``***``."""
+    settings = make_settings(
+        "[[agents]]\nagent_id = 'leaky'\nrunner_id = 'plugin:agentrunner/echo/default'\n"
+        "runner_config = { prefix = { env = 'LEAKY_PREFIX' } }\n"
+        "[[bindings]]\nbinding_id = 'leaky'\nagent_id = 'leaky'\n"
+        "scope = { type = 'conversation', id = 'leak' }\n",
+        environ={"LEAKY_PREFIX": SENTINEL + ": "},  # the whole value is the secret: masked as one
+    )
+    async with HostService.open(settings) as service, client_for(service) as client:
+        answer = await client.post("/v1/events?wait=true", json={"text": "hello", "conversation_id": "leak"})
+        assert answer.status_code == 200
+        assert SENTINEL not in answer.text and "***hello" in answer.text
+        run_id = answer.json()["run"]["run_id"]
+        stored = await client.get(f"/v1/runs/{run_id}/results")
+        assert SENTINEL not in stored.text and "***hello" in stored.text
+        transcript = await client.get("/v1/conversations/leak/transcript")
+        assert SENTINEL not in transcript.text and "***hello" in transcript.text
+    for path in settings.data_dir.rglob("*"):
+        if path.is_file():
+            assert SENTINEL.encode() not in path.read_bytes(), path

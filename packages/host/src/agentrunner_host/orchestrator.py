@@ -53,6 +53,7 @@ from .dispatcher import BackCallDispatcher, LiveRun
 from .errors import BindingNotFoundError, DuplicateEventError, HostError, RunnerTransportError
 from .harness import HarnessSupport, refuse_code_execution
 from .models import AgentBinding, AgentEventEnvelope
+from .redaction import ResultRedactor
 from .registry import RunnerDescriptor, RunnerRegistry
 from .transport import RawResult
 
@@ -250,6 +251,8 @@ class Orchestrator:
         """Support of code-executing runners; without it such runners are refused."""
         self.force_end_grace_seconds = force_end_grace_seconds
         """Seconds a run may go on after its cancellation or deadline before the host force-ends it."""
+        self.secret_values: ResultRedactor | None = None
+        """Known secret values masked in every result before it is delivered or stored (set by the service)."""
         self._handles: dict[str, RunHandle] = {}
         self._force_ends: set[asyncio.Task[None]] = set()
         self._sessions: dict[str, _SessionGate] = {}
@@ -580,6 +583,8 @@ class Orchestrator:
                     "payload_too_large", f"a result of {size} bytes exceeds {policy.max_result_bytes}"
                 )
 
+        if self.secret_values is not None:
+            parsed, payload = self.secret_values.scrub(parsed, payload)
         state.output_bytes += size
         if state.output_bytes > policy.max_output_bytes:
             raise _Violation(

@@ -11,13 +11,18 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
-from typing import Any, cast
+from typing import Any, Final, cast
 from urllib.parse import urlsplit
+
+from agentrunner import AgentRunResult, UnknownResult, parse_result
+from agentrunner import _json as json
 
 from agentrunner_host.config import Settings, is_env_ref
 from agentrunner_host.runtime.environment import Redactor, looks_secret_name
 
-__all__ = ["SecretLogFilter", "install_log_redaction", "known_secrets", "secret_variables"]
+_MASK: Final = b"***"
+
+__all__ = ["ResultRedactor", "SecretLogFilter", "install_log_redaction", "known_secrets", "secret_variables"]
 
 
 def _referenced_variables(node: object) -> Iterable[str]:
@@ -97,3 +102,30 @@ def install_log_redaction(secrets: Iterable[str], *, logger: logging.Logger | No
             handler.removeFilter(previous)  # installing again replaces, never stacks
         handler.addFilter(redactor)
     return redactor
+
+
+class ResultRedactor:
+    """Masks known secret values inside runner results before the host delivers or stores them, so a runner
+    echoing its API key (or a user's pasted one) leaves it in neither the result stream nor the transcript.
+
+    The check is one substring search per secret over the result's JSON; only a result that holds a secret is
+    re-encoded and re-parsed. A secret split across two ``message.delta`` chunks is not recognised."""
+
+    def __init__(self, secrets: Iterable[str]) -> None:
+        # The JSON-escaped form is what appears inside the encoded result.
+        needles = {json.dumps(s)[1:-1] for s in secrets if len(s) >= 6}
+        self._needles = sorted(needles, key=len, reverse=True)
+
+    def __bool__(self) -> bool:
+        return bool(self._needles)
+
+    def scrub(
+        self, parsed: AgentRunResult | UnknownResult, payload: dict[str, Any] | bytes
+    ) -> tuple[AgentRunResult | UnknownResult, dict[str, Any] | bytes]:
+        """*parsed* and *payload* unchanged, or both with every known secret replaced by ``***``."""
+        data = payload if isinstance(payload, bytes) else json.dumps(payload)
+        if not any(needle in data for needle in self._needles):
+            return parsed, payload
+        for needle in self._needles:
+            data = data.replace(needle, _MASK)
+        return parse_result(json.loads(data)), data

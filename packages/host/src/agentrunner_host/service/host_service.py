@@ -46,6 +46,7 @@ from agentrunner_host.host import Host
 from agentrunner_host.models import AgentEventEnvelope
 from agentrunner_host.orchestrator import DeliveredResult
 from agentrunner_host.pull import PullAPI
+from agentrunner_host.redaction import ResultRedactor, known_secrets
 from agentrunner_host.registry import PluginFailure, RunnerDescriptor
 from agentrunner_host.runtime import RuntimeManager, RuntimeOptions
 from agentrunner_host.stores import HostStores, ResultRecord
@@ -262,6 +263,8 @@ class HostService:
             )
             host.orchestrator.force_end_grace_seconds = config.runners.cancel_grace_seconds
             stack.push_async_callback(host.aclose)
+            redactor = ResultRedactor(known_secrets(settings))
+            host.orchestrator.secret_values = redactor if redactor else None
             runtime = None
             installed = InstalledPlugins(settings.data_dir)
             if settings.plugin_dirs or config.runners.entry_points == "subprocess" or installed.plugins:
