@@ -102,8 +102,8 @@ def test_the_cli_uses_the_pattern_and_admits_only_valid_agents(
     wrong = _cli(tmp_path, "agents", "add", "a", "--runner", ECHO, "--runner-config", '{"prefix": 5}')
     assert wrong[0] == EXIT_FAILURE
     assert "invalid_runner_config: runner_config.prefix: expected a string" in capsys.readouterr().err
-    extra = _cli(tmp_path, "agents", "add", "a", "--runner", ECHO, "--runner-config", '{"prefx": "x"}')
-    assert extra[0] == EXIT_FAILURE and "runner_config.prefx" in capsys.readouterr().err
+    wrong_bool = _cli(tmp_path, "agents", "add", "a", "--runner", ECHO, "--runner-config", '{"prefix": true}')
+    assert wrong_bool[0] == EXIT_FAILURE and "runner_config.prefix" in capsys.readouterr().err
     ok = _cli(tmp_path, "agents", "add", "a", "--runner", ECHO, "--runner-config", '{"prefix": "> "}')
     assert ok[0] == EXIT_OK
     assert _cli(tmp_path, "agents", "list")[1].splitlines()[-1].startswith("a\t")
@@ -118,7 +118,7 @@ async def test_an_agent_for_an_unknown_runner_or_a_wrong_config_is_refused(clien
     for config, field in (
         ({"prefix": 5}, "prefix"),
         ({"prefix": ["x"]}, "prefix"),
-        ({"other": "x"}, "other"),
+        ({"prefix": {"a": 1}}, "prefix"),
     ):
         wrong = await client.post(
             "/v1/agents", json={"agent_id": "a", "runner_id": ECHO, "runner_config": config}

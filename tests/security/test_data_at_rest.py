@@ -147,6 +147,7 @@ async def test_sql_parameters_never_reach_the_logs(tmp_path: Path, caplog: pytes
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)
 @pytest.mark.parametrize("level", ["info", "debug"])
 def test_serve_logs_no_message_text_sql_parameter_or_secret(tmp_path: Path, level: str) -> None:
     """``agentrunner serve`` at info and debug: an event whose text holds the secret value (a user pasting

@@ -19,7 +19,7 @@ from agentrunner_host.runtime.sandbox import is_dumpable, make_non_dumpable, scr
 
 from .isolation import plugin_account, plugin_command, serving, world_readable_probe
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 SENTINEL = "SENTINEL-" + secrets.token_hex(16)
 

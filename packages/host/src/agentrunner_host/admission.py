@@ -86,19 +86,15 @@ def _type_problem(item: DynamicFormItemSchema, value: Any) -> str | None:
     kind = item.type
     if kind in {"string", "text", "secret-input", "password", "prompt-editor", "textarea"}:
         return None if isinstance(value, str) else "expected a string"
-    if kind == "integer":
-        ok = isinstance(value, int) and not isinstance(value, bool)
-        return None if ok else "expected an integer"
-    if kind in {"float", "number"}:
+    if kind in {"integer", "float", "number"}:
+        # Runners read integers as numbers; a fractional timeout is still a number, "5" is not.
         ok = isinstance(value, int | float) and not isinstance(value, bool)
         return None if ok else "expected a number"
     if kind == "boolean":
         return None if isinstance(value, bool) else "expected true or false"
     if kind == "select":
-        allowed = [o.name for o in item.options]
-        if allowed and value not in allowed:
-            return "expected one of " + ", ".join(repr(a) for a in allowed)
-        return None
+        # Options are suggestions for the form: runners accept other values (a self-hosted API base).
+        return None if isinstance(value, str | int | float) else "expected one of the form's options"
     if kind.endswith("-selector"):
         # Selector values are ids, a list of ids, or (fallback chains) an object of them.
         ok = isinstance(value, str | dict) or _is_str_list(value)
@@ -109,18 +105,16 @@ def _type_problem(item: DynamicFormItemSchema, value: Any) -> str | None:
 def config_problems(
     schema: Sequence[DynamicFormItemSchema], config: Mapping[str, Any], *, runner_id: str = "the runner"
 ) -> list[ConfigProblem]:
-    """Why *config* does not fit the form *schema*: unknown keys, missing required fields, wrong types.
+    """Why *config* does not fit the form *schema*: declared fields given a value of the wrong type.
     ``{"env": "VAR"}`` references are accepted for any field (their values are read at run time)."""
+    # Keys the form does not declare are the runner's business (forms lag behind what runners read).
     items = {item.name: item for item in schema}
-    problems = [
-        ConfigProblem(f"runner_config.{key}", f"not a field of {runner_id}'s config form")
-        for key in sorted(set(config) - set(items))
-    ]
+    problems: list[ConfigProblem] = []
     for name, item in items.items():
         value = config.get(name)
         if value is None or value == "":
-            if item.required and item.default in (None, ""):
-                problems.append(ConfigProblem(f"runner_config.{name}", "required"))
+            # A missing required field is the runner's to report when it runs (before any request); an
+            # agent may be added before its last field is known.
             continue
         if _is_env_ref(value):
             continue
