@@ -22,8 +22,9 @@ _RUNNERS = ("snoop", "spin", "hog", "scribble")
 
 
 def _config(limits: str) -> str:
+    # Generous liveness pings: the spinning runner blocks its event loop, and the CPU limit must end it first.
     parts = [
-        f"[runners]\nplugin_dirs = [{_json.dumps_str(str(PROBE_SOURCE.parent))}]\n",
+        f"[runners]\nplugin_dirs = [{_json.dumps_str(str(PROBE_SOURCE.parent))}]\nping_timeout_seconds = 1700\n",
         f"[isolation]\n{limits}\n",
     ]
     for name in _RUNNERS:
