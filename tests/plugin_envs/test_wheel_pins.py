@@ -26,6 +26,16 @@ CHECKED = {
     "agentrunner-mcp-bridge",
     "agentrunner-runner-echo",
     "agentrunner-runner-local-agent",
+    "agentrunner-http-kit",
+    "agentrunner-harness-kit",
+    "agentrunner-runner-claude-code",
+    "agentrunner-runner-codex",
+    "agentrunner-runner-dify",
+    "agentrunner-runner-n8n",
+    "agentrunner-runner-coze",
+    "agentrunner-runner-dashscope",
+    "agentrunner-runner-langflow",
+    "agentrunner-runner-tbox",
 }
 
 
