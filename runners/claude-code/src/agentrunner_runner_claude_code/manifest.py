@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import Final
 
-from agentrunner import (
-    AgentRunnerCapabilities,
-    AgentRunnerContextPolicy,
-    AgentRunnerManifest,
-    AgentRunnerPermissions,
-    I18nObject,
+from agentrunner import AgentRunnerManifest, I18nObject
+from agentrunner_harness.schema import (
+    HARNESS_CAPABILITIES,
+    HARNESS_CONTEXT,
+    HARNESS_PERMISSIONS,
+    common_fields,
+    form_field,
 )
-from agentrunner_harness.schema import common_fields, form_field
 
 __all__ = ["MANIFEST", "RUNNER_ID"]
 
@@ -117,26 +117,8 @@ MANIFEST: Final = AgentRunnerManifest(
         en_US="Runs the Claude Code CLI on each event; it reaches the host's tools through the MCP bridge.",
         zh_Hans="每个事件运行一次 Claude Code CLI；它通过 MCP 桥访问宿主的工具。",
     ),
-    capabilities=AgentRunnerCapabilities(
-        streaming=True,
-        tool_calling=True,
-        knowledge_retrieval=True,
-        event_context=True,
-        stateful_session=True,
-        interrupt=True,
-        self_managed_context=True,
-        executes_code=True,
-        mcp_bridge=True,
-    ),
-    permissions=AgentRunnerPermissions(
-        tools=["detail", "call"], knowledge_bases=["list", "retrieve"], history=["page"], events=["get"]
-    ),
-    context=AgentRunnerContextPolicy(
-        supports_history_pull=True,
-        supports_history_search=False,
-        supports_artifact_pull=False,
-        owns_compaction=True,
-        wants_static_context_refs=False,
-    ),
+    capabilities=HARNESS_CAPABILITIES,
+    permissions=HARNESS_PERMISSIONS,
+    context=HARNESS_CONTEXT,
     config_schema=CONFIG_SCHEMA,
 )

@@ -4,12 +4,48 @@ from __future__ import annotations
 
 from typing import Final
 
-from agentrunner import DynamicFormItemSchema, FormOption, I18nObject
+from agentrunner import (
+    AgentRunnerCapabilities,
+    AgentRunnerContextPolicy,
+    AgentRunnerPermissions,
+    DynamicFormItemSchema,
+    FormOption,
+    I18nObject,
+)
 from pydantic import JsonValue
 
 from .settings import DEFAULT_CONTEXT_DIRECTORY, DEFAULT_TIMEOUT_SECONDS
 
-__all__ = ["common_fields", "form_field"]
+__all__ = ["HARNESS_CAPABILITIES", "HARNESS_CONTEXT", "HARNESS_PERMISSIONS", "common_fields", "form_field"]
+
+# Both harness runners (claude-code, codex) declare the same surface: the CLI owns its loop, context and
+# compaction, executes code, and reaches the host only through the MCP bridge.
+HARNESS_CAPABILITIES: Final = AgentRunnerCapabilities(
+    streaming=True,
+    tool_calling=True,
+    knowledge_retrieval=True,
+    event_context=True,
+    stateful_session=True,
+    interrupt=True,
+    self_managed_context=True,
+    executes_code=True,
+    mcp_bridge=True,
+)
+"""Capabilities of a harness runner."""
+
+HARNESS_PERMISSIONS: Final = AgentRunnerPermissions(
+    tools=["detail", "call"], knowledge_bases=["list", "retrieve"], history=["page"], events=["get"]
+)
+"""What a harness runner asks for: the host tools the bridge projects."""
+
+HARNESS_CONTEXT: Final = AgentRunnerContextPolicy(
+    supports_history_pull=True,
+    supports_history_search=False,
+    supports_artifact_pull=False,
+    owns_compaction=True,
+    wants_static_context_refs=False,
+)
+"""Context policy of a harness runner: the CLI keeps its own session and compacts it."""
 
 
 def form_field(
