@@ -37,11 +37,11 @@ class _Subject:
     async def open(self, rows: int, per_conversation: int) -> None:
         from agentrunner.actions import HistoryPageParams
         from agentrunner_host.access import ConversationKey, RunAccess
-        from agentrunner_host.db import create_engine, default_sqlite_url, upgrade
+        from agentrunner_host.definitions import AgentBinding, AgentEventEnvelope
+        from agentrunner_host.facts_api import PullAPI
         from agentrunner_host.host import Host
-        from agentrunner_host.models import AgentBinding, AgentEventEnvelope
-        from agentrunner_host.pull import PullAPI
         from agentrunner_host.stores import HostStores
+        from agentrunner_host.stores.engine import create_engine, default_sqlite_url, upgrade
 
         directory = Path(tempfile.mkdtemp(prefix=f"agentrunner-growth-{rows}-"))
         engine = create_engine(default_sqlite_url(directory))

@@ -61,10 +61,10 @@ class BenchEchoRunner(AgentRunner):
 
 
 def measures(ctx: SuiteContext) -> list[Measure]:
-    from agentrunner_host.db import create_engine, default_sqlite_url, upgrade
+    from agentrunner_host.definitions import AgentBinding, AgentEventEnvelope
     from agentrunner_host.host import Host
-    from agentrunner_host.models import AgentBinding, AgentEventEnvelope
     from agentrunner_host.stores import HostStores
+    from agentrunner_host.stores.engine import create_engine, default_sqlite_url, upgrade
     from sqlalchemy import Column, Integer, MetaData, String, Table, Text, insert
 
     counter = itertools.count()
@@ -229,8 +229,8 @@ class _HonestFloor:
     def __init__(self, ctx: SuiteContext, tmp: Path, stores: Any, host: Any, new_event: Any) -> None:
         import sqlite3
 
-        from agentrunner_host.db import create_engine, default_sqlite_url, upgrade
-        from agentrunner_host.stores.models import EventRow, ResultRow, RunRow, TranscriptRow
+        from agentrunner_host.stores.engine import create_engine, default_sqlite_url, upgrade
+        from agentrunner_host.stores.tables import EventRow, ResultRow, RunRow, TranscriptRow
         from sqlalchemy import Table, or_, select
         from sqlalchemy.ext.asyncio import AsyncConnection
 

@@ -46,8 +46,8 @@ class SlowRunner(AgentRunner):
 
 
 async def measure(runs: int) -> float:
+    from agentrunner_host.definitions import AgentBinding, AgentEventEnvelope
     from agentrunner_host.host import Host
-    from agentrunner_host.models import AgentBinding, AgentEventEnvelope
 
     SlowRunner.release = asyncio.Event()
     binding = AgentBinding(binding_id="mem", runner_id=f"plugin:{_PLUGIN}/default", event_types=["*"])

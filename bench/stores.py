@@ -75,8 +75,7 @@ def _fill_transcript(path: Path, rows: int, conversations: int) -> None:
 def measures(ctx: SuiteContext) -> list[Measure]:
     from agentrunner.actions import HistoryPageParams
     from agentrunner_host.access import ConversationKey, RunAccess
-    from agentrunner_host.db import DATABASE_FILE_NAME, create_engine, default_sqlite_url, upgrade
-    from agentrunner_host.pull import PullAPI
+    from agentrunner_host.facts_api import PullAPI
     from agentrunner_host.stores import (
         EventEntry,
         HostStores,
@@ -85,6 +84,7 @@ def measures(ctx: SuiteContext) -> list[Measure]:
         RunStart,
         TranscriptEntry,
     )
+    from agentrunner_host.stores.engine import DATABASE_FILE_NAME, create_engine, default_sqlite_url, upgrade
     from agentrunner_host.stores.records import EVENTS, ITEMS
     from agentrunner_host.stores.runs import RESULTS, RUNS
     from sqlalchemy import insert, text

@@ -18,7 +18,7 @@ from agentrunner import (
     DynamicFormItemSchema,
     I18nObject,
 )
-from agentrunner_host.models import (
+from agentrunner_host.definitions import (
     AgentBinding,
     AgentEventEnvelope,
     BindingScope,

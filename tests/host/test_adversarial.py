@@ -8,8 +8,8 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from agentrunner import TERMINAL_RESULT_TYPES, AgentRunAPI, AgentRunContext
+from agentrunner_host.definitions import RunPolicy
 from agentrunner_host.host import Host
-from agentrunner_host.models import RunPolicy
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

@@ -8,13 +8,13 @@ from typing import Any
 import pytest
 from agentrunner import AgentRunRequest
 from agentrunner_host.bindings import BindingSet
+from agentrunner_host.definitions import AgentBinding, BindingScope, EventFilter
 from agentrunner_host.errors import (
     BindingConflictError,
     BindingNotFoundError,
     ConfigurationError,
     RunnerNotFoundError,
 )
-from agentrunner_host.models import AgentBinding, BindingScope, EventFilter
 from agentrunner_host.registry import RunnerRegistry
 
 from .fakes import binding, event, manifest

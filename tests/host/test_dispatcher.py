@@ -35,8 +35,8 @@ from agentrunner import (
 from agentrunner.actions import KnowledgeRetrieveParams, ModelInvokeParams, ModelRerankParams, ToolCallParams
 from agentrunner_host.access import RunAccess
 from agentrunner_host.catalog import ResourceCatalog
+from agentrunner_host.definitions import ResourcePolicy, RunPolicy
 from agentrunner_host.host import Host
-from agentrunner_host.models import ResourcePolicy, RunPolicy
 
 from .fakes import PLUGIN, binding, event, scripted
 

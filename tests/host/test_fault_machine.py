@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from agentrunner import TERMINAL_RESULT_TYPES, AgentRunResult, MessageCompletedResult
+from agentrunner_host.definitions import AgentBinding, RunPolicy
 from agentrunner_host.host import Host
-from agentrunner_host.inprocess import InProcessConnection
-from agentrunner_host.models import AgentBinding, RunPolicy
 from agentrunner_host.orchestrator import RunHandle
 from agentrunner_host.runtime import PluginSpec, RunnerEntry, RuntimeOptions, SubprocessRunnerConnection
+from agentrunner_host.runtime.inprocess import InProcessConnection
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule

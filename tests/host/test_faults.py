@@ -31,13 +31,13 @@ from agentrunner import (
 from agentrunner.actions import ModelInvokeParams, ModelRerankParams
 from agentrunner_host.access import RunAccess, StateOwner
 from agentrunner_host.catalog import ResourceCatalog
-from agentrunner_host.db import create_engine, default_sqlite_url, upgrade
+from agentrunner_host.definitions import AgentBinding, RunPolicy, StatePolicy
 from agentrunner_host.host import Host
-from agentrunner_host.inprocess import InProcessConnection
-from agentrunner_host.models import AgentBinding, RunPolicy, StatePolicy
 from agentrunner_host.orchestrator import RunHandle
 from agentrunner_host.runtime import PluginSpec, RunnerEntry, RuntimeOptions, SubprocessRunnerConnection
+from agentrunner_host.runtime.inprocess import InProcessConnection
 from agentrunner_host.stores import HostStores
+from agentrunner_host.stores.engine import create_engine, default_sqlite_url, upgrade
 
 from . import oop_runners
 from .fakes import PLUGIN, binding, event, scripted

@@ -14,10 +14,10 @@ import httpx2
 import pytest
 from agentrunner import AgentRunAPI, AgentRunContext, AgentRunner
 from agentrunner_host.access import StateOwner
-from agentrunner_host.db import create_engine, default_sqlite_url, upgrade
+from agentrunner_host.definitions import StatePolicy
 from agentrunner_host.host import Host
-from agentrunner_host.models import StatePolicy
 from agentrunner_host.stores import HostStores
+from agentrunner_host.stores.engine import create_engine, default_sqlite_url, upgrade
 from agentrunner_mcp import BridgeServer
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client

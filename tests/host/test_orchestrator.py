@@ -19,8 +19,14 @@ from agentrunner import (
     RunFailedResult,
     StateUpdatedResult,
 )
+from agentrunner_host.definitions import (
+    AgentBinding,
+    AgentEventEnvelope,
+    ResourcePolicy,
+    RunPolicy,
+    StatePolicy,
+)
 from agentrunner_host.host import Host
-from agentrunner_host.models import AgentBinding, AgentEventEnvelope, ResourcePolicy, RunPolicy, StatePolicy
 from agentrunner_host.orchestrator import DeliveredResult, RunOutcome
 
 from .fakes import PLUGIN, FakeScriptedRunner, binding, echo_script, event, hang_script, scripted

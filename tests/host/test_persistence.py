@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 from agentrunner import AgentRunAPI, AgentRunContext, AgentRunner, AgentRunnerPermissions, ArtifactRef
 from agentrunner_host.access import ConversationKey, StateOwner
-from agentrunner_host.db import create_engine, default_sqlite_url, upgrade
+from agentrunner_host.definitions import StatePolicy
 from agentrunner_host.errors import DuplicateEventError, RunnerNotFoundError
 from agentrunner_host.host import Host
-from agentrunner_host.models import StatePolicy
 from agentrunner_host.stores import HostStores
+from agentrunner_host.stores.engine import create_engine, default_sqlite_url, upgrade
 
 from .fakes import PLUGIN, FakeScriptedRunner, binding, echo_script, event, scripted
 

@@ -18,7 +18,7 @@ from agentrunner import (
 from agentrunner_host.authorization import AuthorizationSnapshot, SnapshotBuilder
 from agentrunner_host.catalog import ResourceCatalog
 from agentrunner_host.context_builder import ContextBuilder, HistoryHandles, filter_params, is_secret_name
-from agentrunner_host.models import AgentEventEnvelope, ResourcePolicy, RunPolicy, StatePolicy
+from agentrunner_host.definitions import AgentEventEnvelope, ResourcePolicy, RunPolicy, StatePolicy
 from agentrunner_host.registry import RunnerDescriptor
 from pydantic import ValidationError
 

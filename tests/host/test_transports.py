@@ -7,12 +7,12 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from agentrunner_host.definitions import AgentBinding, RunPolicy
 from agentrunner_host.dispatcher import BackCallDispatcher
 from agentrunner_host.host import Host
-from agentrunner_host.inprocess import InProcessConnection
-from agentrunner_host.models import AgentBinding, RunPolicy
 from agentrunner_host.orchestrator import DeliveredResult, RunOutcome
 from agentrunner_host.runtime import PluginSpec, RunnerEntry, RuntimeOptions, SubprocessRunnerConnection
+from agentrunner_host.runtime.inprocess import InProcessConnection
 
 from . import oop_runners
 from .fakes import event

@@ -26,7 +26,6 @@ from agentrunner import (
 from agentrunner import _json as json
 from agentrunner_host import Host
 from agentrunner_host.catalog import ResourceCatalog
-from agentrunner_host.db import create_engine, default_sqlite_url, upgrade
 from agentrunner_host.errors import DuplicateEventError
 from agentrunner_host.legacy import (
     ExtensionPreferences,
@@ -40,10 +39,11 @@ from agentrunner_host.legacy import (
     pipeline_entry,
 )
 from agentrunner_host.legacy.pipeline import MCP_NAME_SEPARATOR, NO_TOOLS, is_json_safe
-from agentrunner_host.providers_knowledge import EmbeddedKnowledge, KnowledgeBaseConfig, KnowledgeIndex
-from agentrunner_host.providers_models import ModelConfig, OpenAICompatibleModels
-from agentrunner_host.providers_tools import NAME_SEPARATOR, HostTools, PythonTool
+from agentrunner_host.providers.knowledge import EmbeddedKnowledge, KnowledgeBaseConfig, KnowledgeIndex
+from agentrunner_host.providers.llm import ModelConfig, OpenAICompatibleModels
+from agentrunner_host.providers.tools import NAME_SEPARATOR, HostTools, PythonTool
 from agentrunner_host.stores import HostStores
+from agentrunner_host.stores.engine import create_engine, default_sqlite_url, upgrade
 from fakes_openai import FakeOpenAIServer
 from host.fakes import echo_script, scripted
 from providers.python_tools_sample import word_count

@@ -20,12 +20,12 @@ from agentrunner import (
 )
 from agentrunner_host import Host
 from agentrunner_host.catalog import ResourceCatalog
-from agentrunner_host.db import create_engine, default_sqlite_url, upgrade
-from agentrunner_host.models import ResourcePolicy
-from agentrunner_host.providers_models import ModelConfig, OpenAICompatibleModels
-from agentrunner_host.providers_tools import HostTools, MCPServerConfig
-from agentrunner_host.pull import PullAPI
+from agentrunner_host.definitions import ResourcePolicy
+from agentrunner_host.facts_api import PullAPI
+from agentrunner_host.providers.llm import ModelConfig, OpenAICompatibleModels
+from agentrunner_host.providers.tools import HostTools, MCPServerConfig
 from agentrunner_host.stores import HostStores
+from agentrunner_host.stores.engine import create_engine, default_sqlite_url, upgrade
 from fakes_openai import FakeOpenAIServer, FakeToolCall
 from host.fakes import PLUGIN, binding, event, scripted
 

@@ -13,8 +13,7 @@ import pytest
 from agentrunner import InvalidArgumentError, KnowledgeBaseResource, NotFoundError
 from agentrunner.actions import KnowledgeRetrieveParams
 from agentrunner_host.access import ConversationKey, RunAccess
-from agentrunner_host.db import create_engine, default_sqlite_url
-from agentrunner_host.providers_knowledge import (
+from agentrunner_host.providers.knowledge import (
     KNOWLEDGE_DB_FILE_NAME,
     EmbeddedKnowledge,
     KnowledgeBaseConfig,
@@ -22,7 +21,8 @@ from agentrunner_host.providers_knowledge import (
     chunk_document,
     query_tokens,
 )
-from agentrunner_host.providers_models import ModelConfig, OpenAICompatibleModels
+from agentrunner_host.providers.llm import ModelConfig, OpenAICompatibleModels
+from agentrunner_host.stores.engine import create_engine, default_sqlite_url
 from fakes_openai import FakeOpenAIServer
 from sqlalchemy import text
 

@@ -25,9 +25,9 @@ from agentrunner import (
 from agentrunner.actions import ModelInvokeParams, ModelRerankParams
 from agentrunner.api_types import ModelToolCall
 from agentrunner_host.access import ConversationKey, RunAccess
-from agentrunner_host.db import create_engine, default_sqlite_url, upgrade
-from agentrunner_host.providers_models import ModelConfig, OpenAICompatibleModels
+from agentrunner_host.providers.llm import ModelConfig, OpenAICompatibleModels
 from agentrunner_host.stores import ArtifactOwner, HostStores
+from agentrunner_host.stores.engine import create_engine, default_sqlite_url, upgrade
 from fakes_openai import FakeOpenAIServer, FakeToolCall
 from pydantic import ValidationError
 

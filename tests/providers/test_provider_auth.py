@@ -10,10 +10,10 @@ import pytest
 from agentrunner import RunCompletedResult, RunnerId
 from agentrunner_host import Host
 from agentrunner_host.catalog import ResourceCatalog
-from agentrunner_host.db import create_engine, default_sqlite_url, upgrade
-from agentrunner_host.models import AgentBinding
-from agentrunner_host.providers_models import ModelConfig, OpenAICompatibleModels
+from agentrunner_host.definitions import AgentBinding
+from agentrunner_host.providers.llm import ModelConfig, OpenAICompatibleModels
 from agentrunner_host.stores import HostStores
+from agentrunner_host.stores.engine import create_engine, default_sqlite_url, upgrade
 from agentrunner_runner_local_agent import RUNNER_ID, LocalAgentRunner
 from fakes_openai import FakeOpenAIServer
 from host.fakes import event

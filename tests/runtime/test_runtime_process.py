@@ -23,7 +23,7 @@ from agentrunner_host.runtime import (
     SubprocessRunnerConnection,
     discover_plugins,
 )
-from agentrunner_host.transport import RawResult, RunnerConnection
+from agentrunner_host.runtime.connection import RawResult, RunnerConnection
 
 from .helpers import ECHO_DIR, PLUGINS, FakeBackCallHandler, make_request, pid_alive
 

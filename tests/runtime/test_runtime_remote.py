@@ -13,7 +13,7 @@ from agentrunner.wire import load_runners
 from agentrunner.wire.websocket import TOKEN_ENV, serve_websocket
 from agentrunner_host.errors import RunnerTransportError
 from agentrunner_host.runtime import RemoteRuntimeServer
-from agentrunner_host.transport import RunnerConnection
+from agentrunner_host.runtime.connection import RunnerConnection
 from websockets.exceptions import InvalidStatus
 
 from .helpers import ECHO_DIR, FakeBackCallHandler, make_request

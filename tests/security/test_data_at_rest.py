@@ -124,7 +124,7 @@ def test_the_log_filter_masks_known_secrets_in_messages_arguments_and_tracebacks
 async def test_sql_parameters_never_reach_the_logs(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     """At DEBUG, with SQLAlchemy's statement logging switched on too, and in a driver error: the bound value
     appears nowhere (the driver's per-call debug records are dropped, SQLAlchemy hides parameters)."""
-    from agentrunner_host.db import create_engine
+    from agentrunner_host.stores.engine import create_engine
     from sqlalchemy import text
     from sqlalchemy.exc import SQLAlchemyError
 

@@ -16,7 +16,7 @@ from agentrunner import (
     DynamicFormItemSchema,
     I18nObject,
 )
-from agentrunner_host.inprocess import InProcessConnection
+from agentrunner_host.runtime.inprocess import InProcessConnection
 from agentrunner_host.service import HostService
 
 FAKE_PLUGIN = "test/fake"

@@ -7,7 +7,7 @@ import asyncio
 import httpx
 from agentrunner import AgentInput
 from agentrunner import _json as json
-from agentrunner_host.models import AgentEventEnvelope
+from agentrunner_host.definitions import AgentEventEnvelope
 from agentrunner_host.service import HostService
 from httpx_sse import aconnect_sse
 

@@ -13,7 +13,7 @@ from agentrunner_host.config import (
     resolve_env_refs,
 )
 from agentrunner_host.config.secrets import EnvReferenceError
-from agentrunner_host.db import DATABASE_FILE_NAME
+from agentrunner_host.stores.engine import DATABASE_FILE_NAME
 
 from .conftest import SettingsFactory
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 from agentrunner import _json as json
-from agentrunner_host.db import create_engine
+from agentrunner_host.stores.engine import create_engine
 from httpx_sse import connect_sse
 from sqlalchemy import text
 from sqlalchemy.engine import make_url

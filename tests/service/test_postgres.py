@@ -7,8 +7,8 @@ import uuid
 from collections.abc import AsyncIterator
 
 import pytest
-from agentrunner_host.db import create_engine
 from agentrunner_host.service import HostService
+from agentrunner_host.stores.engine import create_engine
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
-from agentrunner_host.db import create_engine, upgrade
 from agentrunner_host.service import HostService
 from agentrunner_host.stores import HOST_RESTARTED, HostStores, RunStart
+from agentrunner_host.stores.engine import create_engine, upgrade
 
 from .conftest import SettingsFactory, client_for
 from .fakes import GATED_RUNNER_ID, FakeGatedRunner, install_fakes

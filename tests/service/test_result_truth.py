@@ -19,7 +19,7 @@ from agentrunner import (
     I18nObject,
 )
 from agentrunner import _json as json
-from agentrunner_host.inprocess import InProcessConnection
+from agentrunner_host.runtime.inprocess import InProcessConnection
 from agentrunner_host.service import HostService
 from httpx_sse import aconnect_sse
 

@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agentrunner_host.db import DATABASE_FILE_NAME, create_engine, default_sqlite_url, upgrade
-from agentrunner_host.pull import PullAPI
+from agentrunner_host.facts_api import PullAPI
 from agentrunner_host.stores import HostStores
-from agentrunner_host.stores.models import Base
+from agentrunner_host.stores.engine import DATABASE_FILE_NAME, create_engine, default_sqlite_url, upgrade
+from agentrunner_host.stores.tables import Base
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 

@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 from agentrunner_host.access import ConversationKey
-from agentrunner_host.db import create_engine, default_sqlite_url, upgrade
 from agentrunner_host.stores import EventEntry, HostStores, RunStart, TranscriptEntry
+from agentrunner_host.stores.engine import create_engine, default_sqlite_url, upgrade
 
 
 async def main(data_dir: Path) -> None:

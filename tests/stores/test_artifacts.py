@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from agentrunner_host.stores import ArtifactOwner, ArtifactUnavailableError, HostStores, ValueTooLargeError
-from agentrunner_host.stores._db import now_ms
+from agentrunner_host.stores._connections import now_ms
 
 OWNER = ArtifactOwner(conversation_id="c1", run_id="r1", binding_id="b1", workspace_id="w1")
 

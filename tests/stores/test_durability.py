@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 from agentrunner_host.access import ConversationKey
-from agentrunner_host.db import create_engine, default_sqlite_url
 from agentrunner_host.stores import HOST_RESTARTED, HostStores
+from agentrunner_host.stores.engine import create_engine, default_sqlite_url
 
 CHILD = Path(__file__).with_name("durability_child.py")
 

@@ -9,7 +9,7 @@ from agentrunner import APIError
 from agentrunner.actions import StateDeleteParams, StateGetParams, StateListParams, StateSetParams
 from agentrunner.testing import FakeHost, make_context
 from agentrunner_host.access import ConversationKey, StateOwner
-from agentrunner_host.pull import PullAPI
+from agentrunner_host.facts_api import PullAPI
 
 from .helpers import access
 

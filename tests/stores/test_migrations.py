@@ -6,8 +6,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agentrunner_host.db import create_engine, current_revision, default_sqlite_url, upgrade
-from agentrunner_host.stores.models import Base, include_name
+from agentrunner_host.stores.engine import create_engine, current_revision, default_sqlite_url, upgrade
+from agentrunner_host.stores.tables import Base, include_name
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import Connection, text

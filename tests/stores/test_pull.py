@@ -28,9 +28,9 @@ from agentrunner.actions import (
     StorageSetParams,
 )
 from agentrunner_host.access import ConversationKey, StateOwner, StorageOwner
-from agentrunner_host.pull import MAX_READ_BYTES, CursorCodec, PullAPI
+from agentrunner_host.facts_api import MAX_READ_BYTES, CursorCodec, PullAPI
 from agentrunner_host.stores import ArtifactOwner, HostStores
-from agentrunner_host.stores._db import now_ms
+from agentrunner_host.stores._connections import now_ms
 
 from .conftest import CURSOR_KEY
 from .helpers import access, event, item

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from agentrunner import AgentInput, DeliveryContext
-from agentrunner_host.models import AgentEventEnvelope
+from agentrunner_host.definitions import AgentEventEnvelope
 from agentrunner_http_kit.testing import HostHarness, migrate_legacy
 from agentrunner_runner_dashscope import MANIFEST, RUNNER_ID
 from dashscope_fake import AGENT_APP, WORKFLOW_APP, DashScopeFake, Script

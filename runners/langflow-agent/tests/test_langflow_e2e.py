@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from agentrunner import AgentInput, DeliveryContext
-from agentrunner_host.models import AgentEventEnvelope
+from agentrunner_host.definitions import AgentEventEnvelope
 from agentrunner_http_kit.testing import HostHarness, migrate_legacy
 from agentrunner_runner_langflow import MANIFEST, RUNNER_ID
 from langflow_fake import FLOW_ID, MISSING_FLOW, LangflowFake, Script

@@ -32,15 +32,15 @@ from agentrunner import (
 from agentrunner.actions import KnowledgeRetrieveParams, ToolCallParams
 from agentrunner_host.access import RunAccess
 from agentrunner_host.catalog import ResourceCatalog
-from agentrunner_host.db import DATABASE_FILE_NAME, create_engine, default_sqlite_url, upgrade
+from agentrunner_host.definitions import AgentBinding, AgentEventEnvelope, ResourcePolicy, RunPolicy
 from agentrunner_host.dispatcher import BackCallDispatcher
 from agentrunner_host.host import Host
-from agentrunner_host.models import AgentBinding, AgentEventEnvelope, ResourcePolicy, RunPolicy
 from agentrunner_host.orchestrator import RunOutcome
-from agentrunner_host.providers_models import ModelConfig, OpenAICompatibleModels
+from agentrunner_host.providers.llm import ModelConfig, OpenAICompatibleModels
 from agentrunner_host.runtime import RuntimeOptions, SubprocessRunnerConnection, discover_plugins
 from agentrunner_host.stores import HostStores
 from agentrunner_host.stores.artifacts import ArtifactOwner
+from agentrunner_host.stores.engine import DATABASE_FILE_NAME, create_engine, default_sqlite_url, upgrade
 from agentrunner_runner_local_agent import RUNNER_ID, LocalAgentRunner
 
 PLUGIN_DIR = Path(__file__).resolve().parents[1]

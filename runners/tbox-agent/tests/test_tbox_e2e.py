@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from agentrunner import AgentInput, DeliveryContext
-from agentrunner_host.models import AgentEventEnvelope
+from agentrunner_host.definitions import AgentEventEnvelope
 from agentrunner_http_kit.testing import HostHarness, migrate_legacy
 from agentrunner_runner_tbox import MANIFEST, RUNNER_ID
 from tbox_fake import APP_ID, Script, TboxFake

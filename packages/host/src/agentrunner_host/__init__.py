@@ -8,6 +8,21 @@ Start with :class:`Host` (everything wired) or the CLI ``agentrunner serve``.
 from importlib.metadata import PackageNotFoundError as _PackageNotFoundError
 from importlib.metadata import version as _version
 
+from agentrunner_host.definitions import (
+    AgentBinding,
+    AgentConfig,
+    AgentEventEnvelope,
+    BindingScope,
+    DeliveryPolicy,
+    EventFilter,
+    ResourcePolicy,
+    RunPolicy,
+    StatePolicy,
+)
+from agentrunner_host.providers.protocols import KnowledgeProvider, ModelProvider, ToolProvider
+from agentrunner_host.runtime.connection import BackCallHandler, RawResult, RunnerConnection
+from agentrunner_host.runtime.inprocess import InProcessConnection, InProcessTransport
+
 from .access import ConversationKey, RunAccess, StateOwner, StorageOwner
 from .authorization import AuthorizationSnapshot, SnapshotBuilder
 from .bindings import BindingSet
@@ -27,22 +42,8 @@ from .errors import (
     RunNotFoundError,
 )
 from .host import Host
-from .inprocess import InProcessConnection, InProcessTransport
-from .models import (
-    AgentBinding,
-    AgentConfig,
-    AgentEventEnvelope,
-    BindingScope,
-    DeliveryPolicy,
-    EventFilter,
-    ResourcePolicy,
-    RunPolicy,
-    StatePolicy,
-)
 from .orchestrator import DeliveredResult, Orchestrator, RunHandle, RunOutcome
-from .providers import KnowledgeProvider, ModelProvider, ToolProvider
 from .registry import PluginFailure, RegistryWarning, RunnerDescriptor, RunnerRegistry
-from .transport import BackCallHandler, RawResult, RunnerConnection
 
 try:
     __version__ = _version("agentrunner-host")

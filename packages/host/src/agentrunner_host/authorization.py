@@ -27,9 +27,10 @@ from agentrunner import (
 from agentrunner import _json as json
 from pydantic import BaseModel, ConfigDict
 
+from agentrunner_host.definitions import AgentBinding, AgentEventEnvelope, RunPolicy
+
 from .access import ConversationKey, RunAccess, StateOwner, StorageOwner
 from .catalog import ResourceCatalog, SelectorRegistry, default_selectors
-from .models import AgentBinding, AgentEventEnvelope, RunPolicy
 from .registry import RunnerDescriptor
 
 __all__ = ["AuthorizationSnapshot", "SnapshotBuilder"]

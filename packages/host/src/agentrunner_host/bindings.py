@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from itertools import combinations
 
+from agentrunner_host.definitions import AgentBinding, AgentEventEnvelope, EventFilter
+
 from .errors import BindingConflictError, BindingNotFoundError, ConfigurationError
-from .models import AgentBinding, AgentEventEnvelope, EventFilter
 
 __all__ = ["BindingSet"]
 

@@ -41,8 +41,8 @@ from agentrunner_host.config import (
     load_settings,
     redact_config,
 )
+from agentrunner_host.definitions import AgentConfig, AgentEventEnvelope, BindingScope
 from agentrunner_host.errors import HostError
-from agentrunner_host.models import AgentConfig, AgentEventEnvelope, BindingScope
 
 __all__ = ["EXIT_FAILURE", "EXIT_OK", "EXIT_USAGE", "build_parser", "cli", "cli_exit"]
 
@@ -627,8 +627,8 @@ def _cmd_runs(args: argparse.Namespace, out: TextIO) -> int:
     if args.url:
         _print_json(_http(settings, "GET", f"{base}/v1/runs/{args.run_id}"), out)
         return EXIT_OK
-    from agentrunner_host.db import create_engine
     from agentrunner_host.stores import HostStores
+    from agentrunner_host.stores.engine import create_engine
 
     async def main() -> dict[str, Any] | None:
         engine = create_engine(settings.database_url)
@@ -664,7 +664,7 @@ def _cmd_runs(args: argparse.Namespace, out: TextIO) -> int:
 
 def _cmd_db(args: argparse.Namespace, out: TextIO) -> int:
     from agentrunner_host.datadir import prepare_data_dir
-    from agentrunner_host.db import create_engine, current_revision, upgrade
+    from agentrunner_host.stores.engine import create_engine, current_revision, upgrade
 
     settings = _settings(args)
 

@@ -33,8 +33,9 @@ from agentrunner import (
 from agentrunner import _json as json
 from pydantic import JsonValue
 
+from agentrunner_host.definitions import AgentBinding, AgentEventEnvelope
+
 from .authorization import AuthorizationSnapshot
-from .models import AgentBinding, AgentEventEnvelope
 
 __all__ = ["ContextBuilder", "HistoryHandles", "is_secret_name", "session_key", "filter_params"]
 

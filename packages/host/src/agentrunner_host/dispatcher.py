@@ -36,9 +36,10 @@ from agentrunner.actions import KnowledgeListResult
 from agentrunner.api_types import KnowledgeBaseInfo
 from pydantic import BaseModel, ValidationError
 
+from agentrunner_host.providers.protocols import KnowledgeProvider, ModelProvider, ToolProvider
+
 from .access import RunAccess
 from .authorization import AuthorizationSnapshot
-from .providers import KnowledgeProvider, ModelProvider, ToolProvider
 
 __all__ = ["AuditRecord", "BackCallDispatcher", "LiveRun"]
 
@@ -94,7 +95,7 @@ class LiveRun:
 
 
 class BackCallDispatcher:
-    """Implements :class:`~agentrunner_host.transport.BackCallHandler` for every live run."""
+    """Implements :class:`~agentrunner_host.runtime.connection.BackCallHandler` for every live run."""
 
     def __init__(
         self,

@@ -23,10 +23,11 @@ from typing import TYPE_CHECKING, Final
 
 from agentrunner import AgentRunAPI, AgentRunRequest
 
+from agentrunner_host.runtime.connection import BackCallHandler
+from agentrunner_host.runtime.inprocess import InProcessTransport
+
 from .errors import CodeExecutionDisabledError
-from .inprocess import InProcessTransport
 from .registry import RunnerDescriptor
-from .transport import BackCallHandler
 
 if TYPE_CHECKING:
     from agentrunner_mcp import BridgeServer

@@ -8,18 +8,19 @@ from typing import Any
 
 from agentrunner import AgentRunner
 
+from agentrunner_host.definitions import AgentBinding
+from agentrunner_host.providers.protocols import KnowledgeProvider, ModelProvider, ToolProvider
+from agentrunner_host.runtime.connection import RunnerConnection
+from agentrunner_host.runtime.inprocess import InProcessConnection
+
 from .authorization import SnapshotBuilder
 from .bindings import BindingSet
 from .catalog import ResourceCatalog, SelectorRegistry
 from .context_builder import ContextBuilder
 from .dispatcher import BackCallDispatcher
 from .harness import HarnessPolicy, HarnessSupport
-from .inprocess import InProcessConnection
-from .models import AgentBinding
 from .orchestrator import Orchestrator
-from .providers import KnowledgeProvider, ModelProvider, ToolProvider
 from .registry import RunnerRegistry
-from .transport import RunnerConnection
 
 __all__ = ["Host"]
 
@@ -68,7 +69,7 @@ class Host:
         """
         catalog = catalog or ResourceCatalog()
         if stores is not None and pull is None:
-            from .pull import PullAPI
+            from agentrunner_host.facts_api import PullAPI
 
             pull = PullAPI(stores, cursor_key=cursor_key or secrets.token_bytes(32))
         dispatcher = BackCallDispatcher(

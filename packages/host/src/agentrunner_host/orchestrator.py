@@ -45,6 +45,9 @@ from agentrunner import _json as json
 from agentrunner.results import AgentRunResultBase
 from pydantic import ValidationError
 
+from agentrunner_host.definitions import AgentBinding, AgentEventEnvelope
+from agentrunner_host.runtime.connection import RawResult
+
 from .authorization import AuthorizationSnapshot, SnapshotBuilder
 from .bindings import BindingSet
 from .channel import Channel, ChannelClosed
@@ -52,10 +55,8 @@ from .context_builder import ContextBuilder, HistoryHandles
 from .dispatcher import BackCallDispatcher, LiveRun
 from .errors import BindingNotFoundError, DuplicateEventError, HostError, RunnerTransportError
 from .harness import HarnessSupport, refuse_code_execution
-from .models import AgentBinding, AgentEventEnvelope
 from .redaction import ResultRedactor
 from .registry import RunnerDescriptor, RunnerRegistry
-from .transport import RawResult
 
 __all__ = ["DeliveredResult", "Orchestrator", "RunHandle", "RunOutcome"]
 

@@ -12,11 +12,12 @@ from typing import TYPE_CHECKING, Any
 
 from agentrunner import ArtifactRef
 
+from agentrunner_host.definitions import AgentEventEnvelope
+
 from .access import ConversationKey
 from .authorization import snapshot_json
 from .context_builder import HistoryHandles
 from .dispatcher import LiveRun
-from .models import AgentEventEnvelope
 from .stores import (
     ArtifactOwner,
     EventEntry,

@@ -22,9 +22,10 @@ from dataclasses import dataclass
 from agentrunner import AgentRunnerManifest, InvalidRunnerIdError, RunnerId, is_compatible_protocol
 from pydantic import ValidationError
 
+from agentrunner_host.runtime.connection import RunnerConnection
+
 from .errors import HostError, RunnerNotFoundError, RunnerUnavailableError
 from .runtime.discovery import PluginSpec
-from .transport import RunnerConnection
 
 __all__ = ["PluginFailure", "RegistryWarning", "RunnerDescriptor", "RunnerRegistry"]
 

@@ -15,8 +15,8 @@ from typing import Any, Final
 
 from pydantic import ValidationError
 
-from agentrunner_host.db import default_sqlite_url
 from agentrunner_host.errors import ConfigurationError
+from agentrunner_host.stores.engine import default_sqlite_url
 
 from .model import HostConfig, is_loopback_host, token_weakness
 from .secrets import find_literal_secrets, url_has_password

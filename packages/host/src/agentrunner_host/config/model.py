@@ -11,7 +11,7 @@ from typing import Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from agentrunner_host.admission import Identifier
-from agentrunner_host.models import AgentBinding, AgentConfig, BindingScope, EventFilter
+from agentrunner_host.definitions import AgentBinding, AgentConfig, BindingScope, EventFilter
 
 from .providers import KnowledgeBaseConfig, MCPServerConfig, ModelConfig
 

@@ -18,7 +18,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from agentrunner_host.access import ConversationKey
 from agentrunner_host.admission import ID_PATTERN, check_agent_config, is_valid_id
 from agentrunner_host.config import BindingSpec, find_literal_secrets, format_key_path, is_env_ref
-from agentrunner_host.models import AgentConfig, AgentEventEnvelope
+from agentrunner_host.definitions import AgentConfig, AgentEventEnvelope
 from agentrunner_host.registry import PluginFailure, RunnerDescriptor
 from agentrunner_host.service import AgentEntry, BindingEntry, HostService, ReplayItem, RunView
 from agentrunner_host.stores import StoredTranscriptItem

@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 from agentrunner_host.admission import Identifier
 from agentrunner_host.config import BindingSpec
 from agentrunner_host.config.model import EVENT_TYPE_PATTERN
-from agentrunner_host.models import AgentConfig
+from agentrunner_host.definitions import AgentConfig
 
 __all__ = [
     "AgentList",

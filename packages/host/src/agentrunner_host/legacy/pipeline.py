@@ -1,5 +1,5 @@
 """The pipeline compatibility entry: a LangBot-style pipeline configuration plus one incoming message become
-an :class:`~agentrunner_host.models.AgentEventEnvelope` and the :class:`~agentrunner_host.models.AgentBinding`
+an :class:`~agentrunner_host.definitions.AgentEventEnvelope` and the :class:`~agentrunner_host.definitions.AgentBinding`
 that runs it.
 
 Differences from the reference's query entry adapter, on purpose:
@@ -40,14 +40,14 @@ from agentrunner import _json as json
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from agentrunner_host.context_builder import is_secret_name
-from agentrunner_host.errors import ConfigurationError, HostError
-from agentrunner_host.models import (
+from agentrunner_host.definitions import (
     AgentBinding,
     AgentEventEnvelope,
     BindingScope,
     DeliveryPolicy,
     ResourcePolicy,
 )
+from agentrunner_host.errors import ConfigurationError, HostError
 
 from .migration import expire_seconds, resolve_runner_config, resolve_runner_id
 
@@ -79,7 +79,7 @@ NO_TOOLS: Final = "__none__"
 """The tool grant of a pipeline that enables no tools: a name no catalog tool has (a form's "none" value)."""
 
 MCP_NAME_SEPARATOR: Final = "__"
-"""How MCP tools are named (``<server>__<tool>``), as in :mod:`agentrunner_host.providers_tools` (not imported
+"""How MCP tools are named (``<server>__<tool>``), as in :mod:`agentrunner_host.providers.tools` (not imported
 from there: that would load the MCP client into every pipeline entry)."""
 
 

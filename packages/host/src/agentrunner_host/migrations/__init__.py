@@ -1,1 +1,1 @@
-"""Alembic migrations of the host database, run with :func:`agentrunner_host.db.upgrade`."""
+"""Alembic migrations of the host database, run with :func:`agentrunner_host.stores.engine.upgrade`."""

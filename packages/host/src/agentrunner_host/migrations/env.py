@@ -1,15 +1,15 @@
-"""Alembic environment: runs on the connection handed over by :func:`agentrunner_host.db.upgrade`."""
+"""Alembic environment: runs on the connection handed over by :func:`agentrunner_host.stores.engine.upgrade`."""
 
 from __future__ import annotations
 
 from alembic import context
 from sqlalchemy import Connection
 
-from agentrunner_host.stores.models import Base, include_name
+from agentrunner_host.stores.tables import Base, include_name
 
 _connection = context.config.attributes.get("connection")
 if not isinstance(_connection, Connection):
-    raise RuntimeError("run the host migrations through agentrunner_host.db.upgrade(engine)")
+    raise RuntimeError("run the host migrations through agentrunner_host.stores.engine.upgrade(engine)")
 
 context.configure(
     connection=_connection,

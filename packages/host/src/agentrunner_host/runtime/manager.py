@@ -12,7 +12,7 @@ from typing import Any
 from agentrunner import RunnerId
 
 from agentrunner_host.errors import HostError, RunnerNotFoundError
-from agentrunner_host.transport import BackCallHandler
+from agentrunner_host.runtime.connection import BackCallHandler
 
 from .discovery import DiscoveryWarning, PluginSpec, discover_plugins
 from .process import RuntimeOptions, SubprocessRunnerConnection

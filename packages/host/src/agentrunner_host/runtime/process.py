@@ -28,7 +28,7 @@ from agentrunner import AgentRunRequest, InvalidRunnerIdError, RunnerId
 from agentrunner.wire import DEFAULT_RESULT_WINDOW, MAX_FRAME_BYTES, StreamFrameChannel
 
 from agentrunner_host.errors import RunnerTransportError
-from agentrunner_host.transport import BackCallHandler, RawResult
+from agentrunner_host.runtime.connection import BackCallHandler, RawResult
 
 from .discovery import PluginSpec
 from .environment import DEFAULT_ENV_ALLOWLIST, Redactor, build_child_env
@@ -182,7 +182,7 @@ async def _pump_stderr(
 
 
 class SubprocessRunnerConnection:
-    """A :class:`~agentrunner_host.transport.RunnerConnection` to one plugin's runtime process.
+    """A :class:`~agentrunner_host.runtime.connection.RunnerConnection` to one plugin's runtime process.
 
     >>> conn = SubprocessRunnerConnection(spec, handler)         # doctest: +SKIP
     >>> async for result in conn.run(request): ...              # doctest: +SKIP  (starts the child)

@@ -3,7 +3,7 @@
 A runtime on another machine runs ``agentrunner-plugin --connect ws://host:port`` with its token in
 ``$AGENTRUNNER_RUNTIME_TOKEN``. :class:`RemoteRuntimeServer` accepts it only with a token configured for a plugin,
 and **the token decides the identity**: every back-call from that connection is stamped with the token's
-plugin id. :class:`RemoteRunnerConnection` is the :class:`~agentrunner_host.transport.RunnerConnection` of one
+plugin id. :class:`RemoteRunnerConnection` is the :class:`~agentrunner_host.runtime.connection.RunnerConnection` of one
 plugin served that way; a newer connection of the same plugin replaces the older one.
 """
 
@@ -23,7 +23,7 @@ from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.http11 import Request, Response
 
 from agentrunner_host.errors import RunnerTransportError
-from agentrunner_host.transport import BackCallHandler, RawResult
+from agentrunner_host.runtime.connection import BackCallHandler, RawResult
 
 from .session import CLOSED, WireSession
 

@@ -5,7 +5,7 @@ queue (bounded by the credit the host granted, so a fast runner cannot grow host
 own tasks. A slow result consumer therefore never delays a back-call's answer.
 
 Identity is the connection: every back-call is stamped ``caller = plugin_id`` before it reaches the
-:class:`~agentrunner_host.transport.BackCallHandler`, and a call naming a run this connection is not executing
+:class:`~agentrunner_host.runtime.connection.BackCallHandler`, and a call naming a run this connection is not executing
 is answered ``unauthorized`` without reaching it.
 """
 
@@ -50,7 +50,7 @@ from agentrunner.wire.codec import frame_from_object, parse_line
 from pydantic import BaseModel, ValidationError
 
 from agentrunner_host.errors import RunnerTransportError
-from agentrunner_host.transport import BackCallHandler, RawResult
+from agentrunner_host.runtime.connection import BackCallHandler, RawResult
 
 __all__ = ["CLOSED", "CRASHED", "PROTOCOL_ERROR", "RESTARTED", "START_FAILED", "UNRESPONSIVE", "WireSession"]
 

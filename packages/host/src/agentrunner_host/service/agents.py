@@ -20,8 +20,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from agentrunner_host.bindings import BindingSet
 from agentrunner_host.config import BindingSpec, EnvReferenceError, HostConfig, resolve_env_refs
+from agentrunner_host.definitions import AgentBinding, AgentConfig
 from agentrunner_host.errors import ConfigurationError
-from agentrunner_host.models import AgentBinding, AgentConfig
 
 from .errors import AlreadyExistsError, InUseError, InvalidDefinitionError, NotFoundError, ReadOnlyError
 

@@ -39,27 +39,28 @@ from agentrunner_host.config import (
     redact_config,
 )
 from agentrunner_host.datadir import prepare_data_dir
-from agentrunner_host.db import alembic_config, create_engine, current_revision, upgrade
+from agentrunner_host.definitions import AgentEventEnvelope
 from agentrunner_host.errors import ConfigurationError, DuplicateEventError, HostError, RunnerNotFoundError
+from agentrunner_host.facts_api import PullAPI
 from agentrunner_host.harness import HarnessPolicy, refuse_code_execution
 from agentrunner_host.host import Host
-from agentrunner_host.models import AgentEventEnvelope
 from agentrunner_host.orchestrator import DeliveredResult
-from agentrunner_host.pull import PullAPI
 from agentrunner_host.redaction import ResultRedactor, known_secrets
 from agentrunner_host.registry import PluginFailure, RunnerDescriptor
 from agentrunner_host.runtime import RuntimeManager, RuntimeOptions
 from agentrunner_host.stores import HostStores, ResultRecord
-from agentrunner_host.stores.models import ResultRow, RunRow
+from agentrunner_host.stores.engine import alembic_config, create_engine, current_revision, upgrade
+from agentrunner_host.stores.tables import ResultRow, RunRow
 
 if TYPE_CHECKING:
     from agentrunner_host.runtime.process import RuntimeOptions
+
+from agentrunner_host.providers.wiring import open_providers
 
 from .agents import AgentDirectory
 from .errors import NotFoundError
 from .feeds import REPLAY_PAGE, RunFeed
 from .installed import InstalledPlugins
-from .providers import open_providers
 
 __all__ = [
     "CURSOR_KEY_FILE",

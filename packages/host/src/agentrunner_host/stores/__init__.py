@@ -3,15 +3,15 @@ idempotency keys. Every call takes its scope explicitly; nothing is ambient.
 
 How it fits together:
 
-* :class:`HostStores` opens every store over one injected engine (``agentrunner_host.db.create_engine``;
-  migrate first with ``agentrunner_host.db.upgrade``) and a data directory for artifact files.
+* :class:`HostStores` opens every store over one injected engine (``agentrunner_host.stores.engine.create_engine``;
+  migrate first with ``agentrunner_host.stores.engine.upgrade``) and a data directory for artifact files.
 * A run starts with one write transaction (``runs.start``; concurrent starts grouped on SQLite); its results
   and its end go through the journal, which commits every live run's pending results and every pending run
   end together (group commit), and tells each run how far its results are committed (:class:`ResultLog`).
 * Events are numbered per conversation, transcript items per thread, from 1 with no gaps, inside the
   writing transaction; ingestion is idempotent on ``event_id`` / ``item_id``.
 * Reads are keyset pages on clustered keys; full-text search uses FTS5 (SQLite) or ``tsvector`` (PostgreSQL).
-* Store errors are :class:`StoreError` subclasses; :mod:`agentrunner_host.pull` maps them to §9 errors.
+* Store errors are :class:`StoreError` subclasses; :mod:`agentrunner_host.facts_api` maps them to §9 errors.
 """
 
 from .artifacts import DEFAULT_ARTIFACT_MAX_BYTES, ArtifactOwner, ArtifactRecord, ArtifactStore

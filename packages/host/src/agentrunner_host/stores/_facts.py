@@ -22,8 +22,9 @@ from typing import Any, Final, TypeVar, cast
 from sqlalchemy import ColumnElement, Insert, Table, bindparam, func, insert, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from agentrunner_host.stores.tables import SequenceCounterRow
+
 from ._sql import insert_for, main_line
-from .models import SequenceCounterRow
 from .records import (
     EVENTS,
     ITEMS,

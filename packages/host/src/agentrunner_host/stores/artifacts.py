@@ -23,9 +23,10 @@ from agentrunner import ArtifactMetadata
 from sqlalchemy import RowMapping, Table, delete, insert, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from ._db import Database, now_ms
+from agentrunner_host.stores._connections import Database, now_ms
+from agentrunner_host.stores.tables import ArtifactRow
+
 from .errors import ArtifactUnavailableError, InvalidValueError, ValueTooLargeError
-from .models import ArtifactRow
 
 __all__ = [
     "DEFAULT_ARTIFACT_MAX_BYTES",

@@ -8,8 +8,8 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from agentrunner_host.access import ConversationKey
+from agentrunner_host.stores._connections import Database
 
-from ._db import Database
 from ._sql import main_line
 from .artifacts import ArtifactStore
 from .events import EventLog
@@ -29,7 +29,7 @@ ARTIFACTS_DIR_NAME = "artifacts"
 
 class HostStores:
     """The host-owned facts. Build with :meth:`open` (it does not migrate: call
-    :func:`agentrunner_host.db.upgrade` first) and close with :meth:`aclose`.
+    :func:`agentrunner_host.stores.engine.upgrade` first) and close with :meth:`aclose`.
 
     Open one per engine and process: on SQLite it holds the process's single writer connection, and a
     second instance would be a second writer queueing on SQLite's lock instead of on the in-process one.

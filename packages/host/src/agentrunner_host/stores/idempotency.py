@@ -8,9 +8,10 @@ from typing import Any, Final, cast
 from sqlalchemy import Table, delete, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from ._db import Database, now_ms
+from agentrunner_host.stores._connections import Database, now_ms
+from agentrunner_host.stores.tables import IdempotencyRow
+
 from ._sql import canonical, digest, insert_for
-from .models import IdempotencyRow
 
 __all__ = ["IdempotencyStore"]
 

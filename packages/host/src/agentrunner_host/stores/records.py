@@ -9,10 +9,10 @@ from typing import Any, Final, Literal, cast
 from sqlalchemy import Table
 
 from agentrunner_host.access import ConversationKey
+from agentrunner_host.stores.tables import EventRow, TranscriptRow
 
 from ._sql import main_line, thread_or_none
 from .errors import InvalidValueError
-from .models import EventRow, TranscriptRow
 
 __all__ = [
     "EVENTS",

@@ -18,9 +18,10 @@ from sqlalchemy import RowMapping, Table, bindparam, func, insert, select, updat
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from agentrunner_host.access import ConversationKey
+from agentrunner_host.stores._connections import Database, now_ms
+from agentrunner_host.stores.tables import JSONText, ResultRow, RunRow
 
 from ._batch import Coalescer
-from ._db import Database, now_ms
 from ._facts import known_events, write_facts
 from .errors import DuplicateEventStoredError, RunExistsError, RunStateError
 from .journal import (
@@ -31,7 +32,6 @@ from .journal import (
     JournalEntry,
     ResultLog,
 )
-from .models import JSONText, ResultRow, RunRow
 from .records import EventEntry, TranscriptEntry
 from .state import StateWrite, apply_state_writes
 

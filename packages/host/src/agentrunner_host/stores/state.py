@@ -18,11 +18,11 @@ from sqlalchemy import RowMapping, Table, delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from agentrunner_host.access import StateOwner
+from agentrunner_host.stores._connections import Database, now_ms
+from agentrunner_host.stores.tables import StateRow
 
-from ._db import Database, now_ms
 from ._sql import canonical, digest, insert_for
 from .errors import InvalidValueError, StateVersionConflict, ValueTooLargeError
-from .models import StateRow
 
 __all__ = [
     "MAX_JSON_DEPTH",

@@ -9,11 +9,11 @@ from sqlalchemy import Table, delete, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from agentrunner_host.access import StorageOwner
+from agentrunner_host.stores._connections import Database, now_ms
+from agentrunner_host.stores.tables import StorageRow
 
-from ._db import Database, now_ms
 from ._sql import insert_for
 from .errors import InvalidValueError, ValueTooLargeError
-from .models import StorageRow
 from .state import prefix_filter
 
 __all__ = ["DEFAULT_STORAGE_MAX_BYTES", "MAX_STORAGE_KEY_CHARS", "StorageItem", "StorageKey", "StorageStore"]

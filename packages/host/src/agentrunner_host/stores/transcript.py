@@ -16,8 +16,8 @@ from sqlalchemy import RowMapping, Select, bindparam, select, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from agentrunner_host.access import ConversationKey
+from agentrunner_host.stores._connections import Database, now_ms
 
-from ._db import Database, now_ms
 from ._facts import write_facts
 from ._sql import main_line
 from .records import ITEMS, Role, StoredTranscriptItem, TranscriptEntry, TranscriptItemType, item_from_row

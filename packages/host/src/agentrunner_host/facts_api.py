@@ -59,9 +59,9 @@ from agentrunner.actions import (
     StorageSetParams,
 )
 
-from .access import ConversationKey, RunAccess, StateOwner, StorageOwner
-from .context_builder import HistoryHandles
-from .stores import (
+from agentrunner_host.access import ConversationKey, RunAccess, StateOwner, StorageOwner
+from agentrunner_host.context_builder import HistoryHandles
+from agentrunner_host.stores import (
     ArtifactRecord,
     ArtifactUnavailableError,
     HostStores,
@@ -70,9 +70,9 @@ from .stores import (
     StoredEvent,
     ValueTooLargeError,
 )
-from .stores.records import item_row
-from .stores.state import owner_text
-from .stores.transcript import MAX_SEARCH_TOP_K
+from agentrunner_host.stores.records import item_row
+from agentrunner_host.stores.state import owner_text
+from agentrunner_host.stores.transcript import MAX_SEARCH_TOP_K
 
 __all__ = [
     "DEFAULT_PAGE_LIMIT",

@@ -11,7 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from agentrunner_host.catalog import ResourceCatalog
 from agentrunner_host.config import Settings
-from agentrunner_host.providers import KnowledgeProvider, ModelProvider, ToolProvider
+from agentrunner_host.providers.protocols import KnowledgeProvider, ModelProvider, ToolProvider
 from agentrunner_host.stores import HostStores
 
 __all__ = ["Providers", "open_providers"]
@@ -39,14 +39,14 @@ async def open_providers(
     knowledge: KnowledgeProvider | None = None
     model_resources = [m.resource() for m in config.models]
     if config.models:
-        from agentrunner_host.providers_models import OpenAICompatibleModels
+        from agentrunner_host.providers.llm import OpenAICompatibleModels
 
         openai = OpenAICompatibleModels(config.models, artifacts=stores.artifacts, environ=settings.environ)
         stack.push_async_callback(openai.aclose)
         models = openai
     tool_resources: list[ToolResource] = []
     if config.mcp_servers or config.python_tools:
-        from agentrunner_host.providers_tools import HostTools
+        from agentrunner_host.providers.tools import HostTools
 
         host_tools = HostTools(
             mcp_servers=config.mcp_servers,
@@ -61,7 +61,7 @@ async def open_providers(
         tools = host_tools
     kb_resources: list[KnowledgeBaseResource] = []
     if config.knowledge_bases:
-        from agentrunner_host.providers_knowledge import EmbeddedKnowledge, KnowledgeIndex
+        from agentrunner_host.providers.knowledge import EmbeddedKnowledge, KnowledgeIndex
 
         index = await KnowledgeIndex.open(engine, data_dir=settings.data_dir)
         stack.push_async_callback(index.aclose)

@@ -47,8 +47,8 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from .access import RunAccess
-from .stores.artifacts import ArtifactOwner, ArtifactStore
+from agentrunner_host.access import RunAccess
+from agentrunner_host.stores.artifacts import ArtifactOwner, ArtifactStore
 
 __all__ = [
     "DEFAULT_RESULT_THRESHOLD",
@@ -358,7 +358,7 @@ class _Entry:
 
 
 class HostTools:
-    """A :class:`~agentrunner_host.providers.ToolProvider` over MCP servers and Python tools.
+    """A :class:`~agentrunner_host.providers.protocols.ToolProvider` over MCP servers and Python tools.
 
     Call :meth:`refresh` once before building the catalog (it connects and lists every server) and
     :meth:`aclose` on shutdown (it ends every session and server process).

@@ -12,8 +12,8 @@ from typing import Any
 
 from agentrunner import AgentRunAPI, AgentRunner, AgentRunRequest, BackCallRequest
 
-from .errors import RunnerTransportError
-from .transport import BackCallHandler, RawResult
+from agentrunner_host.errors import RunnerTransportError
+from agentrunner_host.runtime.connection import BackCallHandler, RawResult
 
 __all__ = ["InProcessConnection", "InProcessTransport"]
 

@@ -30,7 +30,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.pool import StaticPool
 
-from agentrunner_host.db import SQLITE_BEGIN_OPTION, SQLITE_BUSY_TIMEOUT_MS
+from agentrunner_host.stores.engine import SQLITE_BEGIN_OPTION, SQLITE_BUSY_TIMEOUT_MS
 
 __all__ = ["Database", "RetryTransaction", "now_ms"]
 

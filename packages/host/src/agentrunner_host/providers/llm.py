@@ -49,8 +49,8 @@ from agentrunner.actions import ModelInvokeParams, ModelRerankParams
 from agentrunner.api_types import ModelToolCall, ModelUsage, RerankItem
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
 
-from .access import RunAccess
-from .stores.artifacts import ArtifactRecord, ArtifactStore
+from agentrunner_host.access import RunAccess
+from agentrunner_host.stores.artifacts import ArtifactRecord, ArtifactStore
 
 __all__ = [
     "DEFAULT_MAX_IMAGE_BYTES",
@@ -148,7 +148,7 @@ class _PendingToolCall:
 
 
 class OpenAICompatibleModels:
-    """A :class:`~agentrunner_host.providers.ModelProvider` over OpenAI-compatible HTTP APIs.
+    """A :class:`~agentrunner_host.providers.protocols.ModelProvider` over OpenAI-compatible HTTP APIs.
 
     Close it with :meth:`aclose` (it owns one pooled HTTP client).
     """

@@ -19,7 +19,7 @@ from agentrunner import (
 )
 from agentrunner.actions import KnowledgeRetrieveParams, ModelInvokeParams, ModelRerankParams, ToolCallParams
 
-from .access import RunAccess
+from agentrunner_host.access import RunAccess
 
 __all__ = ["KnowledgeProvider", "ModelProvider", "ToolProvider"]
 

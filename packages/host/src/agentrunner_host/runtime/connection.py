@@ -4,7 +4,7 @@
   transport hands it the calls it receives, with ``request.caller`` set to the identity of the plugin the
   call came from (the connection, never a field the runner chose).
 * :class:`RunnerConnection` is a live connection to one plugin's runners: in-process
-  (:mod:`agentrunner_host.inprocess`) or a child process / WebSocket runtime (:mod:`agentrunner_host.runtime`).
+  (:mod:`agentrunner_host.runtime.inprocess`) or a child process / WebSocket runtime (:mod:`agentrunner_host.runtime`).
   The orchestrator runs every runner through this interface, so both kinds pass the same tests.
 """
 

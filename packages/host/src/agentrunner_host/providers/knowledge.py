@@ -43,9 +43,9 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from .access import RunAccess
-from .db import SQLITE_BEGIN_OPTION, create_engine
-from .providers import ModelProvider
+from agentrunner_host.access import RunAccess
+from agentrunner_host.providers.protocols import ModelProvider
+from agentrunner_host.stores.engine import SQLITE_BEGIN_OPTION, create_engine
 
 __all__ = [
     "KNOWLEDGE_DB_FILE_NAME",
@@ -505,7 +505,7 @@ def _iter_files(root: Path) -> list[tuple[str, Path]]:
 
 
 class EmbeddedKnowledge:
-    """A :class:`~agentrunner_host.providers.KnowledgeProvider` over :class:`KnowledgeIndex`.
+    """A :class:`~agentrunner_host.providers.protocols.KnowledgeProvider` over :class:`KnowledgeIndex`.
 
     Call :meth:`sync` to (re)ingest the configured files (unchanged files are skipped by digest, deleted ones
     dropped). Reranking, when a knowledge base names a rerank model, goes through *models*.
