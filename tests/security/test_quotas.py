@@ -9,6 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 from agentrunner import MessageCompletedResult, RunFailedResult, _json, parse_result
+from agentrunner_host.runtime.sandbox import QUOTA_EXCEEDED
 from agentrunner_host.service import HostService
 
 from .conftest import SettingsFactory, client_for
@@ -21,9 +22,10 @@ _RUNNERS = ("snoop", "spin", "hog", "scribble")
 
 
 def _config(limits: str) -> str:
-    # Generous liveness pings: the spinning runner blocks its event loop, and the CPU limit must end it first.
+    # No liveness pings: the spinning runner blocks its event loop, and only the CPU limit may end it (a
+    # ping timeout would be a wall-clock bound, which a loaded machine can reach first).
     parts = [
-        f"[runners]\nplugin_dirs = [{_json.dumps_str(str(PROBE_SOURCE.parent))}]\nping_timeout_seconds = 1700\n",
+        f"[runners]\nplugin_dirs = [{_json.dumps_str(str(PROBE_SOURCE.parent))}]\nping_interval_seconds = 0\n",
         f"[isolation]\n{limits}\n",
     ]
     for name in _RUNNERS:
@@ -50,8 +52,9 @@ async def limited(make_settings: SettingsFactory) -> AsyncIterator[httpx.AsyncCl
 
 @pytest.fixture
 async def cpu_limited(make_settings: SettingsFactory) -> AsyncIterator[httpx.AsyncClient]:
-    """A service whose plugin processes get a CPU limit too (2 s: the runtime starts in about 0.5 s)."""
-    settings = make_settings(_config(_LIMITS + "cpu_seconds = 2\n"))
+    """A service whose plugin processes get a CPU limit too (4 s: the runtime starts in about half a
+    CPU-second, and a loaded machine makes that more)."""
+    settings = make_settings(_config(_LIMITS + "cpu_seconds = 4\n"))
     async with HostService.open(settings) as service, client_for(service) as client:
         yield client
 
@@ -76,11 +79,24 @@ async def test_every_quota_is_set_in_the_plugin_process(cpu_limited: httpx.Async
     message = next(r for r in results if isinstance(r, MessageCompletedResult))
     limits = _json.loads(message.data.message.text())["limits"]
     assert limits == {
-        "RLIMIT_CPU": 2,
+        "RLIMIT_CPU": 4,
         "RLIMIT_AS": 1024 * 1024 * 1024,
         "RLIMIT_NOFILE": 64,
         "RLIMIT_FSIZE": 2 * 1024 * 1024,
     }
+
+
+async def test_a_cpu_runaway_ends_with_quota_exceeded_and_the_host_serves_on(
+    cpu_limited: httpx.AsyncClient,
+) -> None:
+    """A busy loop that never yields is stopped by its CPU limit (``SIGXCPU``, counted in CPU seconds, so a
+    loaded machine only makes it later): the run ends ``runtime.quota_exceeded`` naming the limit, and the next
+    run gets a fresh plugin process."""
+    failure = _failure(await _run(cpu_limited, "spin"))
+    assert failure.data.code == QUOTA_EXCEEDED, failure
+    assert "CPU time limit" in failure.data.message and "SIGXCPU" in failure.data.message, failure
+    after = await _run(cpu_limited, "snoop")
+    assert any(isinstance(r, MessageCompletedResult) for r in after)
 
 
 async def test_a_memory_runaway_fails_its_allocation_and_the_host_serves_on(

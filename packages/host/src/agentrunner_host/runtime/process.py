@@ -22,7 +22,7 @@ from collections import deque
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from agentrunner import AgentRunRequest, InvalidRunnerIdError, RunnerId
 from agentrunner.wire import DEFAULT_RESULT_WINDOW, MAX_FRAME_BYTES, StreamFrameChannel
@@ -95,6 +95,24 @@ class RuntimeOptions:
     """Where allowlisted and granted variables are read from (default ``os.environ``)."""
 
 
+_EOF_EXIT_GRACE_SECONDS: Final = 2.0
+"""How long a child whose stdout ended may take to exit before the host kills it."""
+_REAP_TIMEOUT_SECONDS: Final = 60.0
+"""How long the host waits for a killed child's exit status (only a stuck kernel takes this long)."""
+
+
+async def _exit_status_known(proc: asyncio.subprocess.Process, timeout: float) -> bool:
+    """Wait up to *timeout* for *proc*'s exit status; whether it is known."""
+    # Poll the exit status rather than await proc.wait(): on 3.11 that also waits for every pipe to close,
+    # which a paused stdout (after a protocol error) or an inherited stderr can delay forever.
+    deadline = time.monotonic() + timeout
+    while proc.returncode is None:
+        if time.monotonic() >= deadline:
+            return False
+        await asyncio.sleep(0.01)
+    return True
+
+
 class _Child:
     """One incarnation of the plugin process and its session."""
 
@@ -113,14 +131,7 @@ class _Child:
             os.killpg(self.proc.pid, sig)
 
     async def _exited(self, timeout: float) -> bool:
-        # Poll the exit status rather than await proc.wait(): on 3.11 that also waits for every pipe to close,
-        # which a paused stdout (after a protocol error) or an inherited stderr can delay forever.
-        deadline = time.monotonic() + timeout
-        while self.proc.returncode is None:
-            if time.monotonic() >= deadline:
-                return False
-            await asyncio.sleep(0.01)
-        return True
+        return await _exit_status_known(self.proc, timeout)
 
     async def stop(self, *, grace: float) -> None:
         """Close stdin, wait up to *grace* for an exit, then kill the process group; reap everything."""
@@ -383,9 +394,14 @@ class SubprocessRunnerConnection:
         child: _Child | None = None
 
         async def describe_eof() -> tuple[str, str]:
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(0.5):
-                    await proc.wait()
+            # The exit status tells a quota kill (SIGXCPU, SIGXFSZ) from a crash, so wait until it is known
+            # instead of guessing after a fixed delay: a loaded machine reaps a dead child late, and a short
+            # bound turned CPU-limit kills into "crashed". A process that closed stdout but lives on is
+            # killed; SIGKILL does not change the status of one that is already dying of another signal.
+            if not await _exit_status_known(proc, _EOF_EXIT_GRACE_SECONDS):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                await _exit_status_known(proc, _REAP_TIMEOUT_SECONDS)
             message = self._exit_message(proc.returncode)
             breach = quota_breach(proc.returncode)
             if breach is not None:

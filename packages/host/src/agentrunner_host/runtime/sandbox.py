@@ -90,6 +90,9 @@ class ProcessLimits:
     """Open file descriptors (``RLIMIT_NOFILE``)."""
     file_size_bytes: int | None = None
     """Largest file the process may write (``RLIMIT_FSIZE``); a larger write gets ``SIGXFSZ``."""
+    core_dumps: bool = False
+    """Whether the process may dump core (``RLIMIT_CORE``). Off: a core file would hold the plugin's memory,
+    granted secrets included, and writing one delays the exit of a process killed by ``SIGXCPU``."""
 
     def _pairs(self) -> list[tuple[int, int, int]]:
         pairs: list[tuple[int, int, int]] = []
@@ -102,6 +105,8 @@ class ProcessLimits:
             pairs.append((resource.RLIMIT_NOFILE, self.open_files, self.open_files))
         if self.file_size_bytes is not None:
             pairs.append((resource.RLIMIT_FSIZE, self.file_size_bytes, self.file_size_bytes))
+        if not self.core_dumps:
+            pairs.append((resource.RLIMIT_CORE, 0, 0))
         return pairs
 
     @property
