@@ -15,8 +15,8 @@ import pytest_asyncio
 from agentrunner import InvalidArgumentError, NotFoundError, RuntimeAPIError, ToolResource
 from agentrunner import _json as json
 from agentrunner.actions import ToolCallParams
-from agentrunner_host.providers import tools as providers_tools
 from agentrunner_host.access import ConversationKey, RunAccess
+from agentrunner_host.providers import tools as providers_tools
 from agentrunner_host.providers.tools import HostTools, MCPServerConfig, PythonTool, discover_python_tools
 from agentrunner_host.stores import HostStores
 from agentrunner_host.stores.engine import create_engine, default_sqlite_url, upgrade
