@@ -419,12 +419,10 @@ async def test_a_call_after_the_deadline_fails_at_once_without_reaching_the_host
 
 async def test_a_slow_call_is_abandoned_at_the_deadline(transport: FakeTransport) -> None:
     """A transport call still running when the deadline passes is cancelled and reported as exceeded."""
-    transport.call_delay = 60
+    transport.call_delay = 3600  # were it waited for, pytest-timeout would fail the test
     api = AgentRunAPI(transport, run_id=RUN_ID, deadline_at=time.time() + 0.2)
-    started = time.monotonic()
     with pytest.raises(DeadlineExceededError, match=r"events\.get did not finish"):
         await api.events.get("e")
-    assert time.monotonic() - started < 10  # generous: it must not wait for the 60 s call
     assert transport.cancelled_calls == 1
 
 
@@ -434,10 +432,8 @@ async def test_a_stream_that_stalls_is_abandoned_at_the_deadline_and_closed(tran
     transport.stall_after_chunks = True
     api = AgentRunAPI(transport, run_id=RUN_ID, deadline_at=time.time() + 0.3)
     received: list[ArtifactChunk] = []
-    started = time.monotonic()
     with pytest.raises(DeadlineExceededError, match=r"artifacts\.open_stream did not finish"):
         await _drain(api.artifacts.open_stream("a"), received)
-    assert time.monotonic() - started < 10
     assert [c.artifact_id for c in received] == ["art-1"]
     assert transport.closed_streams == 1
 
@@ -454,3 +450,71 @@ async def test_a_stream_consumer_that_outlives_the_deadline_fails_on_its_next_ch
         await _drain(api.models.stream("m", [{"role": "user", "content": "x"}]), seen, pause=0.4)
     assert [chunk.delta for chunk in seen] == ["a"]
     assert transport.closed_streams == 1
+
+
+class CancellingTransport:
+    """Answers in the very step in which the calling task gets cancelled — the case where ``asyncio.wait_for``
+    on Python 3.11 returns the answer and drops the cancellation (issue 17: cancels lost mid-stream)."""
+
+    def __init__(self, *, cancel_at: int) -> None:
+        self.target: asyncio.Task[Any] | None = None
+        self.cancel_at = cancel_at
+        self.produced = 0
+
+    def _answer_ready(self) -> None:
+        self.produced += 1
+        if self.produced == self.cancel_at:
+            assert self.target is not None
+            self.target.cancel()
+
+    async def call(self, request: BackCallRequest, *, timeout: float | None) -> dict[str, Any]:
+        await asyncio.sleep(0)
+        self._answer_ready()
+        return payloads.ACTION_RESULTS[request.action]
+
+    async def stream(
+        self, request: BackCallRequest, *, timeout: float | None
+    ) -> AsyncIterator[dict[str, Any]]:
+        while True:
+            await asyncio.sleep(0)
+            self._answer_ready()
+            yield {"delta": "x"}
+
+
+async def test_a_cancel_arriving_with_the_next_chunk_is_never_dropped() -> None:
+    """The run's task is cancelled while its next stream chunk is being produced: the cancellation reaches the
+    runner right after that chunk. (With ``asyncio.wait_for`` around the chunk wait it is dropped and the stream
+    goes on; this test fails if the SDK's streaming call goes back to it.)"""
+    transport = CancellingTransport(cancel_at=3)
+    api = AgentRunAPI(transport, run_id=RUN_ID, deadline_at=time.time() + 3600)
+    got: list[ModelStreamChunk] = []
+
+    async def relay() -> None:
+        async for chunk in api.models.stream("m", [{"role": "user", "content": "x"}]):
+            got.append(chunk)
+            if len(got) == 10:
+                return
+
+    task = asyncio.create_task(relay())
+    transport.target = task
+    await asyncio.gather(task, return_exceptions=True)
+    assert task.cancelled(), f"the cancellation was dropped: the stream went on to {len(got)} chunks"
+    assert len(got) == 3
+
+
+async def test_a_cancel_arriving_with_a_calls_answer_is_never_dropped() -> None:
+    """The same for a unary call: the answer is returned, and the caller's next ``await`` is cancelled."""
+    transport = CancellingTransport(cancel_at=1)
+    api = AgentRunAPI(transport, run_id=RUN_ID, deadline_at=time.time() + 3600)
+    steps: list[str] = []
+
+    async def caller() -> None:
+        await api.events.get("e")
+        steps.append("answered")
+        await asyncio.sleep(0)
+        steps.append("went on")
+
+    task = asyncio.create_task(caller())
+    transport.target = task
+    await asyncio.gather(task, return_exceptions=True)
+    assert task.cancelled() and steps == ["answered"], steps

@@ -212,7 +212,7 @@ async def test_a_run_that_ignores_its_cancel_is_answered_cancelling_then_force_e
     truth_client: httpx.AsyncClient, service: HostService, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The endpoint answers within its settle time with the run's state (202 ``cancelling``), a repeated cancel
-    says the same (not 409), and after the grace the run is recorded ``cancelled``."""
+    says the same (not 409), and after the grace the run is recorded force-ended (``runner.cancel_ignored``)."""
     from agentrunner_host.http import routes
 
     monkeypatch.setattr(routes, "_CANCEL_SETTLE_SECONDS", 0.2)
@@ -231,5 +231,5 @@ async def test_a_run_that_ignores_its_cancel_is_answered_cancelling_then_force_e
     feed = service.feed(run_id)
     if feed is not None:
         await feed.outcome()
-    assert await _check_one_truth(truth_client, run_id, None) == "cancelled"
+    assert await _check_one_truth(truth_client, run_id, None) == "runner.cancel_ignored"
     SWALLOW_STOP.set()

@@ -17,7 +17,7 @@ import logging
 import re
 import time
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
@@ -66,6 +66,9 @@ _STATE_KEY = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:\-/]{0,199}$")
 _MAX_INLINE_ARTIFACT = 1024 * 1024
 _QUEUE_SIZE = 256
 _WARNINGS_PER_KIND = 5
+_FORCE_ENDED = "runner.cancel_ignored"
+"""Failure code of a run the host force-ended: it was cancelled (or passed its deadline) and its runner ignored
+that for the force-end grace, so the host recorded its end without it."""
 """Warnings of one kind logged and recorded per run; the rest are counted in one summary record."""
 
 
@@ -139,6 +142,8 @@ class _RunState:
     """Host state inlined into the context (read before the run's start is written)."""
     history: HistoryHandles = field(default_factory=HistoryHandles)
     """History handles as they stood before this run's user turn."""
+    leave_session: Callable[[], None] | None = None
+    """Gives up the run's turn on its native session (idempotent); set while the run takes part in one."""
     """The run's start record is committed (a run cancelled before that must write it at its end)."""
 
 
@@ -358,13 +363,32 @@ class Orchestrator:
         if gate is None:
             gate = self._sessions[key] = _SessionGate()
         gate.users += 1
-        try:
-            async with gate.lock:
-                yield
-        finally:
+        holding = left = False
+
+        def leave() -> None:
+            # Called by the run's own task on the way out, or by the host when it force-ends the run: a leaked
+            # task (one that swallowed its cancellation) must not keep the next turn of its session waiting.
+            nonlocal holding, left
+            if left:
+                return
+            left = True
+            if holding:
+                holding = False
+                gate.lock.release()
             gate.users -= 1
-            if gate.users == 0:
+            if gate.users == 0 and self._sessions.get(key) is gate:
                 del self._sessions[key]
+
+        state.leave_session = leave
+        try:
+            await gate.lock.acquire()
+            holding = True
+            if left:  # force-ended while it waited for its turn: pass the turn on at once
+                holding = False
+                gate.lock.release()
+            yield
+        finally:
+            leave()
 
     def _harness_scope(
         self, state: _RunState, request: AgentRunRequest
@@ -381,8 +405,9 @@ class Orchestrator:
     async def cancel(self, run_id: str, *, reason: str = "cancelled") -> bool:
         """Cancel a live run. Idempotent; False when the run is unknown or already ended.
 
-        The runtime is asked to stop the runner; the run ends ``run.failed`` with code ``cancelled`` at once,
-        whether or not the runner cooperates (a runner without ``interrupt`` is stopped by ending its task).
+        The runtime is asked to stop the runner and the run's task is cancelled; the run ends ``run.failed`` with
+        code ``cancelled``. A runner that swallows the cancellation is force-ended ``force_end_grace_seconds``
+        later with code ``runner.cancel_ignored`` (its task is left behind, logged as leaked).
         """
         handle = self._handles.get(run_id)
         if handle is None or handle.done or handle.cancel_requested is not None:
@@ -433,20 +458,19 @@ class Orchestrator:
         if handle.done or handle._finishing:  # pyright: ignore[reportPrivateUsage]
             return
         grace = self.force_end_grace_seconds
-        if handle.cancel_requested is not None:
-            failure = (
-                "cancelled",
-                f"run cancelled: {handle.cancel_requested} (force-ended: the runner ignored the cancellation"
-                f" for {grace:g}s)",
-                False,
-            )
-        else:
-            failure = (
-                "deadline_exceeded",
-                f"the run did not finish before its deadline (force-ended: the runner ignored the"
-                f" cancellation for {grace:g}s)",
-                True,
-            )
+        # Its own code, not the cooperative ``cancelled`` / ``deadline_exceeded``: the runner broke the cancel
+        # contract, and a client (or operator) must be able to tell that from a run that stopped when asked.
+        cause = "cancelled" if handle.cancel_requested is not None else "deadline_exceeded"
+        why = (
+            f"cancelled ({handle.cancel_requested})"
+            if handle.cancel_requested is not None
+            else "past its deadline"
+        )
+        failure = (
+            _FORCE_ENDED,
+            f"force-ended: the run was {why} and the runner ignored the cancellation for {grace:g}s",
+            False,
+        )
         handle.force_ended = True
         task = handle._task  # pyright: ignore[reportPrivateUsage]
         log.warning(
@@ -457,7 +481,9 @@ class Orchestrator:
             grace,
             task.get_name() if task is not None else "?",
         )
-        self._record(state, "run.force_ended", {"code": failure[0], "grace_seconds": grace})
+        self._record(state, "run.force_ended", {"code": _FORCE_ENDED, "cause": cause, "grace_seconds": grace})
+        if state.leave_session is not None:
+            state.leave_session()  # the leaked task keeps running; the session's next turn must not wait for it
         ender = asyncio.create_task(
             self._finish(handle, state, failure), name=f"agentrunner-end-{state.run_id}"
         )
