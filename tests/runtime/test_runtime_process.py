@@ -77,6 +77,10 @@ async def _wait_dead(pid: int, *, within: float) -> bool:
     return await _eventually(lambda: not pid_alive(pid), within=within)
 
 
+_HANG_GUARD = 60.0
+"""Seconds a poll waits for a condition before failing: a hang guard for a loaded machine, not a timing claim."""
+
+
 def _exists(path: str) -> bool:
     return Path(path).exists()
 
@@ -172,12 +176,12 @@ async def test_cancelling_a_run_stops_its_back_calls_in_flight(conn: SubprocessR
     conn._handler = handler
     stream = conn.run(make_request("caller", run_id="run-hang-call"))
     waiting = asyncio.create_task(anext(stream))
-    await asyncio.wait_for(handler.received.wait(), 10)
+    await handler.received.wait()
     await conn.cancel("run-hang-call")
     with pytest.raises(RunnerTransportError) as info:
-        await asyncio.wait_for(waiting, 5)
+        await waiting
     assert info.value.code == "cancelled"
-    assert await _eventually(lambda: handler.cancelled == 1, within=2.0)
+    assert await _eventually(lambda: handler.cancelled == 1, within=_HANG_GUARD)
 
 
 async def test_a_streaming_back_call_is_flow_controlled_by_credit(conn: SubprocessRunnerConnection) -> None:
@@ -196,7 +200,7 @@ async def test_a_stream_the_runner_leaves_early_is_closed_on_the_host(
     conn._handler = handler
     results = await _collect(conn, "caller", "run-leave-stream", stream_take=2)
     assert _message(results[1]) == {"stream": ["c0", "c1"]}
-    assert await _eventually(lambda: handler.stream_closed == 1, within=2.0)
+    assert await _eventually(lambda: handler.stream_closed == 1, within=_HANG_GUARD)
 
 
 async def test_a_runner_exception_ends_only_its_run(conn: SubprocessRunnerConnection) -> None:
@@ -226,7 +230,7 @@ async def test_cancel_reaches_the_runner_and_ends_the_run(
     assert first["type"] == "message.delta"
     await conn.cancel("run-cancel")
     with pytest.raises(RunnerTransportError) as info:
-        await asyncio.wait_for(anext(stream), 5)
+        await anext(stream)
     assert info.value.code == "cancelled"
     assert marker.read_text() == "cancelled"
     await conn.cancel("run-cancel")  # idempotent: the run is over
@@ -241,27 +245,25 @@ async def test_leaving_a_run_early_cancels_it_in_the_runtime(
     await anext(stream)
     await stream.aclose()
     # write_text creates the file before writing it: wait for the content, not the name.
-    assert await _eventually(lambda: marker.exists() and marker.read_text() == "cancelled", within=5.0)
+    assert await _eventually(
+        lambda: marker.exists() and marker.read_text() == "cancelled", within=_HANG_GUARD
+    )
 
 
-async def test_a_child_killed_mid_run_ends_its_runs_as_crashed_within_a_second(
-    conn: SubprocessRunnerConnection,
-) -> None:
-    """SIGKILL of the child ends every live run with runtime.crashed promptly; the next run restarts the child."""
+async def test_a_child_killed_mid_run_ends_its_runs_as_crashed(conn: SubprocessRunnerConnection) -> None:
+    """SIGKILL of the child ends every live run with runtime.crashed (the sleeping runs would otherwise never
+    end: pytest-timeout guards that); the next run restarts the child."""
     streams = [conn.run(make_request("sleeper", run_id=f"run-kill-{i}")) for i in range(2)]
     for stream in streams:
         await anext(stream)
     pid = conn.pid
     assert pid is not None
     os.kill(pid, signal.SIGKILL)
-    started = time.monotonic()
     for stream in streams:
-        with pytest.raises(RunnerTransportError) as info:
-            await asyncio.wait_for(anext(stream), 1.0)
+        with pytest.raises(RunnerTransportError, match="was killed by signal SIGKILL") as info:
+            await anext(stream)
         assert info.value.code == "runtime.crashed"
-        assert "SIGKILL" in info.value.message
-    assert time.monotonic() - started < 1.0
-    assert await _wait_dead(pid, within=2.0)
+    assert await _wait_dead(pid, within=_HANG_GUARD)
     results = await _collect(conn, "streamer", "run-after-kill", count=1)
     assert results[-1]["type"] == "run.completed"
     assert conn.starts == 2
@@ -278,15 +280,59 @@ async def test_a_hung_child_is_killed_with_its_whole_process_group(handler: Fake
         child = conn.pid
         assert child is not None
         assert pid_alive(grandchild)
-        started = time.monotonic()
     finally:
         await conn.aclose()
-    assert time.monotonic() - started < 3.0
     assert not pid_alive(child)
-    assert await _wait_dead(grandchild, within=2.0)
+    assert await _wait_dead(grandchild, within=_HANG_GUARD)
     with pytest.raises(RunnerTransportError) as info:
         await anext(stream)
     assert info.value.code in {"runtime.closed", "runtime.crashed"}
+
+
+async def test_what_a_dead_child_spawned_is_swept_after_the_child_is_reaped(
+    handler: FakeBackCallHandler,
+) -> None:
+    """The child dies on its own (reaped by asyncio) while its grandchild lives on in its process group: the
+    host still sweeps the grandchild, through a pidfd of each member it finds, not by the freed group number."""
+    conn = SubprocessRunnerConnection(_echo_spec(), handler, options=RuntimeOptions(close_grace=0.3))
+    try:
+        stream = conn.run(make_request("spawner", run_id="run-orphan"))
+        grandchild = _message(await anext(stream))["grandchild"]
+        child = conn.pid
+        assert child is not None and pid_alive(grandchild)
+        os.kill(child, signal.SIGKILL)  # only the leader: the grandchild stays in the group
+        with pytest.raises(RunnerTransportError, match="SIGKILL") as info:
+            await anext(stream)
+        assert info.value.code == "runtime.crashed"
+        assert await _wait_dead(grandchild, within=_HANG_GUARD)
+    finally:
+        await conn.aclose()
+
+
+async def test_the_process_group_is_never_signalled_by_number_after_its_leader_is_reaped(
+    handler: FakeBackCallHandler, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A child that exits when its stdin closes is reaped; its group number may then be handed to a stranger
+    (pid_max is 32768), so ``killpg`` must only ever be called while the leader is still unreaped."""
+    real_killpg = os.killpg
+    after_reap: list[int] = []
+
+    def killpg(pgid: int, sig: int) -> None:
+        try:
+            os.waitid(os.P_PID, pgid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            after_reap.append(pgid)  # no child of ours holds that number any more
+        real_killpg(pgid, sig)
+
+    monkeypatch.setattr(os, "killpg", killpg)
+    conn = SubprocessRunnerConnection(_echo_spec(), handler, options=RuntimeOptions(close_grace=30.0))
+    await _collect(conn, "streamer", "run-reap", count=1)
+    pid = conn.pid
+    assert pid is not None
+    await conn.aclose()  # stdin closes, the child exits on its own and is reaped, then the group is swept
+    assert not pid_alive(pid)
+    assert after_reap == []
+    await conn.kill()  # nothing left to kill: still no signal by number
 
 
 async def test_kill_stops_the_child_at_once_and_the_next_use_restarts_it(
@@ -354,13 +400,15 @@ async def test_result_backpressure_is_bounded_while_back_calls_keep_flowing(
     async with SubprocessRunnerConnection(_echo_spec(), handler, options=options) as conn:
         flood = conn.run(make_request("streamer", run_id="run-flood", config={"count": 5000}))
         await anext(flood)
-        await asyncio.sleep(0.3)  # give the runner time to overrun, if it could
         child = conn._child
         assert child is not None
-        queued = child.session._runs["run-flood"].queue.qsize()
-        assert queued <= 8
-        calls = await asyncio.wait_for(_collect(conn, "caller", "run-while-flooding"), 5)
+        queue = child.session._runs["run-flood"].queue
+        # The runner fills the whole window (8 granted, 1 consumed), then must wait for credit: a result beyond
+        # it would be a protocol error that ends the session.
+        assert await _eventually(lambda: queue.qsize() == 7, within=_HANG_GUARD)
+        calls = await _collect(conn, "caller", "run-while-flooding")
         assert _message(calls[0])["state"]["caller"] == "tests/echo"
+        assert queue.qsize() <= 8 and child.session.alive
         count = 1
         async for _ in flood:
             count += 1

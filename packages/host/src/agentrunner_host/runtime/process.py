@@ -32,6 +32,7 @@ from agentrunner_host.runtime.connection import BackCallHandler, RawResult
 
 from .discovery import PluginSpec
 from .environment import DEFAULT_ENV_ALLOWLIST, Redactor, build_child_env
+from .process_group import ProcessGroup
 from .sandbox import QUOTA_EXCEEDED, PluginUser, ProcessLimits, quota_breach
 from .session import CLOSED, CRASHED, START_FAILED, UNRESPONSIVE, WireSession
 
@@ -117,9 +118,15 @@ class _Child:
     """One incarnation of the plugin process and its session."""
 
     def __init__(
-        self, proc: asyncio.subprocess.Process, session: WireSession, stderr_task: asyncio.Task[None]
+        self,
+        proc: asyncio.subprocess.Process,
+        session: WireSession,
+        stderr_task: asyncio.Task[None],
+        group: ProcessGroup,
     ) -> None:
         self.proc = proc
+        self.group = group
+        """Its process group, recorded at spawn; never signalled by number once the child is reaped."""
         self.session = session
         self.stderr_task = stderr_task
         self.started_at = time.monotonic()
@@ -127,8 +134,7 @@ class _Child:
         self.watchdog: asyncio.Task[None] | None = None
 
     def kill_group(self, sig: int = signal.SIGKILL) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, sig)
+        self.group.signal(sig, returncode=self.proc.returncode)
 
     async def _exited(self, timeout: float) -> bool:
         return await _exit_status_known(self.proc, timeout)
@@ -166,6 +172,7 @@ class _Child:
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(2.0):  # never wait_for: it can swallow the caller's cancellation
                 await self.proc.wait()
+        self.group.close()
 
 
 async def _finish(task: asyncio.Task[None], *, timeout: float) -> None:
@@ -382,6 +389,7 @@ class SubprocessRunnerConnection:
             raise RunnerTransportError(
                 START_FAILED, f"plugin {self.plugin_id}: cannot start {command[0]}: {exc}"
             ) from exc
+        group = ProcessGroup(proc.pid)  # recorded now, while the child cannot have been reaped and replaced
         assert proc.stdin is not None
         assert proc.stdout is not None
         assert proc.stderr is not None
@@ -399,8 +407,7 @@ class SubprocessRunnerConnection:
             # bound turned CPU-limit kills into "crashed". A process that closed stdout but lives on is
             # killed; SIGKILL does not change the status of one that is already dying of another signal.
             if not await _exit_status_known(proc, _EOF_EXIT_GRACE_SECONDS):
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(proc.pid, signal.SIGKILL)
+                group.signal(signal.SIGKILL, returncode=proc.returncode)
                 await _exit_status_known(proc, _REAP_TIMEOUT_SECONDS)
             message = self._exit_message(proc.returncode)
             breach = quota_breach(proc.returncode)
@@ -427,7 +434,7 @@ class SubprocessRunnerConnection:
             on_failure=on_failure,
             cancel_grace=options.cancel_grace,
         )
-        started = _Child(proc, session, stderr_task)
+        started = _Child(proc, session, stderr_task, group)
         try:
             await session.handshake(timeout=options.start_timeout)
         except BaseException as exc:
