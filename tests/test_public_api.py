@@ -206,6 +206,8 @@ def test_host_public_api_is_pinned() -> None:
 
 
 _STORES_API = [
+    "AGENTS_CHANNEL",
+    "AgentStore",
     "AppendOutcome",
     "ArtifactOwner",
     "ArtifactRecord",
@@ -214,6 +216,8 @@ _STORES_API = [
     "DEFAULT_ARTIFACT_MAX_BYTES",
     "DEFAULT_FLUSH_WINDOW",
     "DEFAULT_STORAGE_MAX_BYTES",
+    "DefinitionSet",
+    "DefinitionsChangedError",
     "DuplicateEventStoredError",
     "EventEntry",
     "EventKind",
@@ -256,6 +260,14 @@ _STORES_API = [
 def test_host_stores_public_api_is_pinned() -> None:
     """``agentrunner_host.stores`` exports exactly the pinned names."""
     _assert_pinned("agentrunner_host.stores", _STORES_API)
+
+
+_CLUSTER_API = ["KEEPALIVE_SECONDS", "MAX_RECONNECT_DELAY", "Notifications"]
+
+
+def test_host_cluster_public_api_is_pinned() -> None:
+    """``agentrunner_host.cluster`` exports exactly the pinned names."""
+    _assert_pinned("agentrunner_host.cluster", _CLUSTER_API)
 
 
 _MCP_API = [

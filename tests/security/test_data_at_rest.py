@@ -41,7 +41,7 @@ async def test_the_data_directory_and_every_file_in_it_are_private(make_settings
         data = settings.data_dir
         assert stat.S_IMODE(data.stat().st_mode) == 0o700
         modes = _modes(data)
-        assert {"agentrunner.db", "agentrunner.db-wal", "agentrunner.db-shm", "agents.json"} <= set(modes)
+        assert {"agentrunner.db", "agentrunner.db-wal", "agentrunner.db-shm"} <= set(modes)
         assert any(name.startswith("artifacts") for name in modes)
         loose = {name: oct(mode) for name, mode in modes.items() if mode & 0o077}
         assert loose == {}

@@ -142,7 +142,7 @@ async def test_a_run_executing_in_another_process_is_followed_until_it_ends(
     install_fakes(service, FakeGatedRunner())  # the API admits agents only for runners it knows
     async with HostService.open(service.settings, recover=False) as other:
         await _bind_gated(client, other, runner)
-        other.refresh_bindings()
+        await other.reload_definitions()
         feed = await other.submit(
             AgentEventEnvelope(
                 event_id="evt-elsewhere",

@@ -6,12 +6,23 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agentrunner_host.stores.engine import create_engine, current_revision, default_sqlite_url, upgrade
+from agentrunner_host.stores.engine import (
+    alembic_config,
+    create_engine,
+    current_revision,
+    default_sqlite_url,
+    upgrade,
+)
 from agentrunner_host.stores.tables import Base, include_name
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
+from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, text
 from sqlalchemy.ext.asyncio import AsyncEngine
+
+
+def _head() -> str | None:
+    return ScriptDirectory.from_config(alembic_config()).get_current_head()
 
 
 def _diff(connection: Connection) -> list[Any]:
@@ -27,7 +38,7 @@ async def test_migrating_an_empty_database_reaches_head_and_matches_the_models(
     """Upgrading from empty creates exactly the tables, columns and indexes the ORM models declare."""
     assert await current_revision(raw_engine) is None
     await upgrade(raw_engine)
-    assert await current_revision(raw_engine) == "0001_host_facts"
+    assert await current_revision(raw_engine) == _head()
     async with raw_engine.connect() as conn:
         diff = await conn.run_sync(_diff)
     assert diff == []
@@ -46,7 +57,7 @@ async def test_the_drift_check_notices_a_missing_index(raw_engine: AsyncEngine) 
 async def test_upgrading_twice_is_a_no_op(engine: AsyncEngine) -> None:
     """A second upgrade on a migrated database changes nothing."""
     await upgrade(engine)
-    assert await current_revision(engine) == "0001_host_facts"
+    assert await current_revision(engine) == _head()
 
 
 async def test_sqlite_connections_use_wal_normal_sync_and_foreign_keys(tmp_path: Path) -> None:

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import os
 import sys
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Coroutine, Generator, Sequence
 from pathlib import Path
 from typing import Any, Final, TextIO, cast
 
@@ -222,18 +223,41 @@ def _configure_logging(settings: Settings, *, level: str | None = None) -> None:
     install_log_redaction(known_secrets(settings))
 
 
-def _offline_directory(settings: Settings) -> Any:
+@contextlib.contextmanager
+def _offline_directory(
+    settings: Settings,
+) -> Generator[tuple[Any, Callable[[Coroutine[Any, Any, Any]], Any]]]:
+    """The agent directory over the settings' database (migrated first), and a function that runs one of
+    its coroutines; both are valid inside the ``with`` block only."""
+    from agentrunner_host.datadir import prepare_data_dir
     from agentrunner_host.service.agents import AgentDirectory
     from agentrunner_host.service.host_service import default_runner_for, installed_runner_ids
+    from agentrunner_host.stores import HostStores
+    from agentrunner_host.stores.engine import create_engine, upgrade
 
     runner_id, runner_config = default_runner_for(settings, installed_runner_ids())
-    return AgentDirectory(
-        settings.config,
-        data_dir=settings.data_dir,
-        environ=settings.environ,
-        default_runner_id=runner_id,
-        default_runner_config=runner_config,
-    )
+    prepare_data_dir(settings.data_dir)
+    with asyncio.Runner() as loop:
+        engine = create_engine(settings.database_url)
+        try:
+            loop.run(upgrade(engine))
+            stores = loop.run(HostStores.open(engine, data_dir=settings.data_dir))
+            try:
+                directory = AgentDirectory(
+                    settings.config,
+                    store=stores.agents,
+                    data_dir=settings.data_dir,
+                    environ=settings.environ,
+                    default_runner_id=runner_id,
+                    default_runner_config=runner_config,
+                )
+                loop.run(directory.import_file())
+                loop.run(directory.refresh())
+                yield directory, loop.run
+            finally:
+                loop.run(stores.aclose())
+        finally:
+            loop.run(engine.dispose())
 
 
 def _known_manifests(settings: Settings) -> dict[str, AgentRunnerManifest]:
@@ -485,7 +509,17 @@ def _cmd_plugins(args: argparse.Namespace, out: TextIO) -> int:
 
 def _cmd_agents(args: argparse.Namespace, out: TextIO) -> int:
     settings = _settings(args)
-    directory = _offline_directory(settings)
+    with _offline_directory(settings) as (directory, run):
+        return _agents_action(args, settings, directory, run, out)
+
+
+def _agents_action(
+    args: argparse.Namespace,
+    settings: Settings,
+    directory: Any,
+    run: Callable[[Coroutine[Any, Any, Any]], Any],
+    out: TextIO,
+) -> int:
     match args.action:
         case "list":
             rows = [{"source": e.source, **_redacted_agent(e.agent)} for e in directory.agents()]
@@ -523,10 +557,10 @@ def _cmd_agents(args: argparse.Namespace, out: TextIO) -> int:
                 check_agent_config(agent.runner_id, agent.runner_config, manifest)
             except AdmissionError as exc:
                 raise CliError(f"{exc.code}: {exc.message}") from None
-            directory.put_agent(agent, create=True)
+            run(directory.put_agent(agent, create=True))
             out.write(f"agent {agent.agent_id} added\n")
         case "remove":
-            directory.remove_agent(args.agent_id)
+            run(directory.remove_agent(args.agent_id))
             out.write(f"agent {args.agent_id} removed\n")
         case _:  # pragma: no cover - argparse restricts the choices
             raise CliError(f"unknown action {args.action}")
@@ -544,7 +578,13 @@ def _parse_scope(text: str) -> BindingScope:
 
 def _cmd_bindings(args: argparse.Namespace, out: TextIO) -> int:
     settings = _settings(args)
-    directory = _offline_directory(settings)
+    with _offline_directory(settings) as (directory, run):
+        return _bindings_action(args, directory, run, out)
+
+
+def _bindings_action(
+    args: argparse.Namespace, directory: Any, run: Callable[[Coroutine[Any, Any, Any]], Any], out: TextIO
+) -> int:
     match args.action:
         case "list":
             rows = [{"source": e.source, **_model_json(e.binding)} for e in directory.bindings()]
@@ -572,10 +612,10 @@ def _cmd_bindings(args: argparse.Namespace, out: TextIO) -> int:
                 )
             except ValidationError as exc:
                 raise CliError(_validation_message(exc)) from None
-            directory.put_binding(spec, create=True)
+            run(directory.put_binding(spec, create=True))
             out.write(f"binding {spec.binding_id} added\n")
         case "remove":
-            directory.remove_binding(args.binding_id)
+            run(directory.remove_binding(args.binding_id))
             out.write(f"binding {args.binding_id} removed\n")
         case _:  # pragma: no cover
             raise CliError(f"unknown action {args.action}")

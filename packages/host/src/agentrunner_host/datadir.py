@@ -1,5 +1,5 @@
 """The data directory is private to the host: created (or tightened to) 0700, so the database, its WAL and
-SHM files, artifacts, ``agents.json`` and ``cursor.key`` inside it are unreachable for other users whatever
+SHM files, artifacts and ``cursor.key`` inside it are unreachable for other users whatever
 their own modes (they are 0600 too: see :mod:`agentrunner_host.stores.engine` and the stores)."""
 
 from __future__ import annotations

@@ -359,7 +359,7 @@ async def create_agent(request: Request) -> Response:
     service = _service(request)
     agent = await _body(request, AgentConfig)
     await _admit_agent(service, agent)
-    service.apply_bindings(service.directory.put_agent(agent, create=True))
+    service.apply_bindings(await service.directory.put_agent(agent, create=True))
     out = await _agent_out(service, service.directory.agent(agent.agent_id))
     return _json(out, 201, headers={"Location": f"/v1/agents/{quote(agent.agent_id, safe='')}"})
 
@@ -372,14 +372,14 @@ async def replace_agent(request: Request) -> Response:
     if agent.agent_id != agent_id:
         raise ApiError(422, "invalid_request", "agent_id in the body differs from the path")
     await _admit_agent(service, agent)
-    service.apply_bindings(service.directory.put_agent(agent, create=False))
+    service.apply_bindings(await service.directory.put_agent(agent, create=False))
     return _json(await _agent_out(service, service.directory.agent(agent_id)))
 
 
 async def delete_agent(request: Request) -> Response:
     """``DELETE /v1/agents/{agent_id}``."""
     service = _service(request)
-    service.apply_bindings(service.directory.remove_agent(_path_id(request, "agent_id")))
+    service.apply_bindings(await service.directory.remove_agent(_path_id(request, "agent_id")))
     return Response(status_code=204)
 
 
@@ -405,7 +405,7 @@ async def create_binding(request: Request) -> Response:
     """``POST /v1/bindings``."""
     service = _service(request)
     spec = await _body(request, BindingSpec)
-    service.apply_bindings(service.directory.put_binding(spec, create=True))
+    service.apply_bindings(await service.directory.put_binding(spec, create=True))
     out = _binding_out(service.directory.binding(spec.binding_id))
     return _json(out, 201, headers={"Location": f"/v1/bindings/{quote(spec.binding_id, safe='')}"})
 
@@ -417,14 +417,14 @@ async def replace_binding(request: Request) -> Response:
     spec = await _body(request, BindingSpec)
     if spec.binding_id != binding_id:
         raise ApiError(422, "invalid_request", "binding_id in the body differs from the path")
-    service.apply_bindings(service.directory.put_binding(spec, create=False))
+    service.apply_bindings(await service.directory.put_binding(spec, create=False))
     return _json(_binding_out(service.directory.binding(binding_id)))
 
 
 async def delete_binding(request: Request) -> Response:
     """``DELETE /v1/bindings/{binding_id}``."""
     service = _service(request)
-    service.apply_bindings(service.directory.remove_binding(_path_id(request, "binding_id")))
+    service.apply_bindings(await service.directory.remove_binding(_path_id(request, "binding_id")))
     return Response(status_code=204)
 
 

@@ -30,6 +30,7 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from agentrunner_host.bindings import BindingSet
+from agentrunner_host.cluster import Notifications
 from agentrunner_host.config import (
     ECHO_RUNNER_ID,
     LOCAL_AGENT_RUNNER_ID,
@@ -48,7 +49,7 @@ from agentrunner_host.orchestrator import DeliveredResult
 from agentrunner_host.redaction import ResultRedactor, known_secrets
 from agentrunner_host.registry import PluginFailure, RunnerDescriptor
 from agentrunner_host.runtime import RuntimeManager, RuntimeOptions
-from agentrunner_host.stores import HostStores, ResultRecord
+from agentrunner_host.stores import AGENTS_CHANNEL, HostStores, ResultRecord
 from agentrunner_host.stores.engine import alembic_config, create_engine, current_revision, upgrade
 from agentrunner_host.stores.tables import ResultRow, RunRow
 
@@ -78,6 +79,10 @@ log = logging.getLogger("agentrunner.service")
 CURSOR_KEY_FILE: Final = "cursor.key"
 """File in the data directory holding the key that signs history cursors (so they survive restarts)."""
 _POLL_SECONDS: Final = 0.25
+_AGENTS_POLL_SQLITE: Final = 1.0
+"""Seconds between two reads of the definitions' version counter on SQLite (no notifications there)."""
+_AGENTS_POLL_LISTENING: Final = 30.0
+"""Seconds between two version reads while PostgreSQL announces changes (a safety net)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -204,6 +209,7 @@ class HostService:
         directory: AgentDirectory,
         runtime: RuntimeManager | None = None,
         installed: InstalledPlugins | None = None,
+        notifications: Notifications | None = None,
     ) -> None:
         self.settings = settings
         """The settings it was built from."""
@@ -222,6 +228,12 @@ class HostService:
         self._feeds: dict[str, RunFeed] = {}
         self._pumps: set[asyncio.Task[None]] = set()
         self._closing = False
+        self.notifications = notifications or Notifications(engine)
+        """Announcements from the other hosts of the database (PostgreSQL)."""
+        self._agents_changed = asyncio.Event()
+        self.definitions_loaded = asyncio.Condition()
+        """Notified every time agents and bindings changed elsewhere were loaded (tests wait on it)."""
+        self._watchers: list[asyncio.Task[None]] = []
 
     # -- lifecycle ---------------------------------------------------------------------------------------------
 
@@ -304,13 +316,18 @@ class HostService:
             default_runner, default_config = await _default_runner(host, settings)
             directory = AgentDirectory(
                 config,
+                store=stores.agents,
                 data_dir=settings.data_dir,
                 environ=settings.environ,
                 default_runner_id=default_runner,
                 default_runner_config=default_config,
             )
+            await directory.import_file()
+            await directory.refresh()
             host.orchestrator.bindings = directory.binding_set()
             await _check_code_executing_agents(host, directory)
+            notifications = Notifications(engine)
+            stack.push_async_callback(notifications.aclose)
             service = cls(
                 settings=settings,
                 engine=engine,
@@ -319,10 +336,51 @@ class HostService:
                 directory=directory,
                 runtime=runtime,
                 installed=installed,
+                notifications=notifications,
             )
             service.recovered_runs = recovered
+            await service._start_watching()
+            stack.push_async_callback(service._stop_watching)
             stack.push_async_callback(service._drain)
             yield service
+
+    async def _start_watching(self) -> None:
+        notifications = self.notifications
+        notifications.subscribe(AGENTS_CHANNEL, lambda _payload: self._agents_changed.set())
+        notifications.on_reconnect(self._agents_changed.set)
+        await notifications.start()
+        self._watchers.append(asyncio.create_task(self._watch_agents(), name="agentrunner-agents-watch"))
+
+    async def _stop_watching(self) -> None:
+        for task in self._watchers:
+            task.cancel()
+        await asyncio.gather(*self._watchers, return_exceptions=True)
+        self._watchers.clear()
+
+    async def _watch_agents(self) -> None:
+        """Reload agents and bindings changed by another host or process: when PostgreSQL announces it, else
+        (SQLite, or a lost notification) on a poll of the version counter."""
+        poll = _AGENTS_POLL_LISTENING if self.notifications.listening else _AGENTS_POLL_SQLITE
+        while True:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(poll):
+                    await self._agents_changed.wait()
+            self._agents_changed.clear()
+            try:
+                await self.reload_definitions()
+            except Exception as exc:
+                # keep serving with the bindings loaded before; the change is retried on the next poll
+                log.error("could not apply the changed agents and bindings: %s", exc)
+
+    async def reload_definitions(self) -> bool:
+        """Load agents and bindings changed by another host or process now (the watcher does it on its
+        own within a bounded time); True when something changed."""
+        if not await self.directory.refresh():
+            return False
+        self.host.orchestrator.bindings = self.directory.binding_set()
+        async with self.definitions_loaded:
+            self.definitions_loaded.notify_all()
+        return True
 
     async def cancel_all(self, *, reason: str = "host shutting down") -> None:
         """Cancel every live run (each is recorded as cancelled); new events are refused from now on."""
@@ -338,9 +396,7 @@ class HostService:
     # -- events and runs ---------------------------------------------------------------------------------------
 
     def refresh_bindings(self) -> BindingSet:
-        """Pick up agents/bindings changed by another process (the CLI) since the last event."""
-        if self.directory.reload():
-            self.host.orchestrator.bindings = self.directory.binding_set()
+        """The binding set in use (changes made by other hosts or processes arrive through the watcher)."""
         bindings = self.host.orchestrator.bindings
         assert bindings is not None
         return bindings

@@ -14,6 +14,7 @@ How it fits together:
 * Store errors are :class:`StoreError` subclasses; :mod:`agentrunner_host.facts_api` maps them to §9 errors.
 """
 
+from .agents import AGENTS_CHANNEL, AgentStore, DefinitionsChangedError, DefinitionSet
 from .artifacts import DEFAULT_ARTIFACT_MAX_BYTES, ArtifactOwner, ArtifactRecord, ArtifactStore
 from .errors import (
     ArtifactUnavailableError,
@@ -79,6 +80,11 @@ __all__ = [
     "StorageStore",
     # idempotency
     "IdempotencyStore",
+    # operator agents and bindings
+    "AGENTS_CHANNEL",
+    "AgentStore",
+    "DefinitionSet",
+    "DefinitionsChangedError",
     # errors
     "ArtifactUnavailableError",
     "DuplicateEventStoredError",

@@ -11,6 +11,7 @@ from agentrunner_host.access import ConversationKey
 from agentrunner_host.stores._connections import Database
 
 from ._sql import main_line
+from .agents import AgentStore
 from .artifacts import ArtifactStore
 from .events import EventLog
 from .idempotency import IdempotencyStore
@@ -49,6 +50,8 @@ class HostStores:
     """Storage areas."""
     idempotency: IdempotencyStore
     """Idempotency keys."""
+    agents: AgentStore
+    """Operator-managed agents and bindings (shared by every host on the database)."""
 
     def __init__(
         self,
@@ -68,6 +71,7 @@ class HostStores:
         self.state = StateStore(db, settled=self.runs.state_settled)
         self.storage = StorageStore(db, max_value_bytes=storage_max_value_bytes)
         self.idempotency = IdempotencyStore(db)
+        self.agents = AgentStore(db)
 
     @property
     def engine(self) -> AsyncEngine:

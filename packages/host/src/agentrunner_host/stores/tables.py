@@ -41,9 +41,14 @@ if TYPE_CHECKING:
 __all__ = [
     "FTS_TABLE",
     "PG_FTS_INDEX",
+    "PG_RESULTS_CHANNEL",
+    "AgentDefinitionRow",
     "ArtifactRow",
+    "BindingDefinitionRow",
+    "ChangeCounterRow",
     "Base",
     "EventRow",
+    "HostRow",
     "IdempotencyRow",
     "JSONText",
     "ResultRow",
@@ -59,6 +64,9 @@ FTS_TABLE: Final = "transcript_fts"
 """SQLite FTS5 table indexing transcript text (created by the migrations, not by the metadata)."""
 PG_FTS_INDEX: Final = "ix_transcript_items_fts"
 """PostgreSQL GIN index over ``to_tsvector('simple', content)`` (created by the migrations)."""
+PG_RESULTS_CHANNEL: Final = "agentrunner_results"
+"""PostgreSQL ``NOTIFY`` channel of committed results: a statement trigger on ``run_results`` (created by the
+migrations) announces ``<run_id> <last host_seq>`` for every run an insert touched, delivered at commit."""
 
 
 class JSONText(TypeDecorator[Any]):
@@ -257,6 +265,8 @@ class RunRow(Base):
     """End."""
     usage: Mapped[Any] = mapped_column(JSONText)
     """Usage totals."""
+    owner_host: Mapped[str | None] = mapped_column(String(64), index=True)
+    """The host incarnation executing the run (``hosts.host_id``); ``NULL`` for runs started without one."""
 
 
 class ResultRow(Base):
@@ -393,3 +403,60 @@ def include_name(name: str | None, type_: str, _parent_names: Any) -> bool:
     if type_ == "index":
         return name != PG_FTS_INDEX
     return True
+
+
+class AgentDefinitionRow(Base):
+    """One operator-managed agent (API/CLI), shared by every host on the database."""
+
+    __tablename__ = "agent_definitions"
+
+    agent_id: Mapped[str] = mapped_column(String(255), primary_key=True)
+    """Agent id."""
+    definition: Mapped[Any] = mapped_column(JSONText)
+    """The agent as defined (``AgentConfig`` JSON, env references kept)."""
+    updated_at: Mapped[int] = mapped_column(BigInteger)
+    """Unix epoch milliseconds of the last change."""
+
+
+class BindingDefinitionRow(Base):
+    """One operator-managed binding spec, shared by every host on the database."""
+
+    __tablename__ = "binding_definitions"
+
+    binding_id: Mapped[str] = mapped_column(String(255), primary_key=True)
+    """Binding id."""
+    definition: Mapped[Any] = mapped_column(JSONText)
+    """The binding spec as defined (``BindingSpec`` JSON)."""
+    updated_at: Mapped[int] = mapped_column(BigInteger)
+    """Unix epoch milliseconds of the last change."""
+
+
+class ChangeCounterRow(Base):
+    """A version counter bumped by every change of a shared definition set (``agents``): hosts compare it
+    with the version they loaded to know they must reload (polled on SQLite, announced on PostgreSQL)."""
+
+    __tablename__ = "change_counters"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    """What is counted (``agents``)."""
+    version: Mapped[int] = mapped_column(BigInteger)
+    """Bumped by every committed change."""
+
+
+class HostRow(Base):
+    """One running incarnation of a host process, with its heartbeat lease."""
+
+    __tablename__ = "hosts"
+
+    host_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    """Random id of this incarnation (a restart is a new host id)."""
+    machine: Mapped[str] = mapped_column(String(255))
+    """Host name of the machine (or ``[cluster] host_name``)."""
+    pid: Mapped[int] = mapped_column(Integer)
+    """Process id on that machine."""
+    started_at: Mapped[int] = mapped_column(BigInteger)
+    """Registration, Unix epoch milliseconds (database clock)."""
+    heartbeat_at: Mapped[int] = mapped_column(BigInteger)
+    """Last renewal, Unix epoch milliseconds (database clock)."""
+    lease_expires_at: Mapped[int] = mapped_column(BigInteger, index=True)
+    """The host counts as gone from this instant on, unless it renews (database clock)."""
