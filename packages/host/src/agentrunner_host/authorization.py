@@ -32,6 +32,7 @@ from agentrunner_host.definitions import AgentBinding, AgentEventEnvelope, RunPo
 from .access import ConversationKey, RunAccess, StateOwner, StorageOwner
 from .catalog import ResourceCatalog, SelectorRegistry, default_selectors
 from .registry import RunnerDescriptor
+from .tool_risk import grants_dangerous_tool
 
 __all__ = ["AuthorizationSnapshot", "SnapshotBuilder"]
 
@@ -60,6 +61,10 @@ class AuthorizationSnapshot(BaseModel):
     platform_actions: tuple[str, ...]
     action_approval: str
     artifact_ids: tuple[str, ...]
+    dangerous_tools: dict[str, tuple[str, ...]] = {}
+    """Granted tools the host classifies dangerous, with their classes (their calls are audited with them)."""
+    withheld_tools: dict[str, tuple[str, ...]] = {}
+    """Dangerous tools the run would have had but the binding does not grant explicitly, with their classes."""
     run_policy: RunPolicy
     deadline_at: float
     issued_at: float
@@ -157,12 +162,22 @@ class SnapshotBuilder:
                 models.append(known.model_copy(update={"role": role, "operations": list(ops)}))
 
         # Tools: need the capability, a manifest permission and a binding grant.
+        # A dangerous one (shell, file writes, network, destructive) also needs the binding to name it or its
+        # classes in ``dangerous_tools``: selecting it in the runner config is not enough.
         tools: list[ToolResource] = []
+        dangerous: dict[str, tuple[str, ...]] = {}
+        withheld: dict[str, tuple[str, ...]] = {}
         if caps.tool_calling and perms.tools:
             wanted = list(dict.fromkeys([*policy.tools, *(s.id for s in selections if s.kind == "tool")]))
             for name in wanted:
                 known_tool = self.catalog.tools.get(name)
                 if known_tool is not None and (name in policy.tools or not policy.tools):
+                    risks = self.catalog.tool_risks.get(name, ())
+                    if not grants_dangerous_tool(name, risks, policy.dangerous_tools):
+                        withheld[name] = risks
+                        continue
+                    if risks:
+                        dangerous[name] = risks
                     tools.append(known_tool.model_copy(update={"operations": list(perms.tools)}))
 
         # Knowledge bases: capability + permission; selected by config or exactly the policy's list.
@@ -260,6 +275,8 @@ class SnapshotBuilder:
             platform_actions=platform_actions,
             action_approval=policy.action_approval,
             artifact_ids=artifact_ids,
+            dangerous_tools=dangerous,
+            withheld_tools=withheld,
             run_policy=binding.run_policy,
             deadline_at=now + timeout,
             issued_at=now,

@@ -131,8 +131,13 @@ class ResourceCatalog:
         tools: Iterable[ToolResource] = (),
         knowledge_bases: Iterable[KnowledgeBaseResource] = (),
         files: Iterable[FileResource] = (),
+        tool_risks: Mapping[str, Iterable[str]] | None = None,
     ) -> None:
         self.models: dict[str, ModelResource] = {m.model_id: m for m in models}
         self.tools: dict[str, ToolResource] = {t.tool_name: t for t in tools}
+        # Classified by the tool provider (names, annotations, the operator's word); a tool missing here is safe.
+        self.tool_risks: dict[str, tuple[str, ...]] = {
+            name: tuple(sorted(risks)) for name, risks in (tool_risks or {}).items() if risks
+        }
         self.knowledge_bases: dict[str, KnowledgeBaseResource] = {k.kb_id: k for k in knowledge_bases}
         self.files: dict[str, FileResource] = {f.file_id: f for f in files}

@@ -168,6 +168,11 @@ class ResourcePolicy(_HostModel):
     """Allowed model ids; ``None`` = the models the runner config selects (if configured on the host)."""
     tools: list[str] = []
     """Tools granted to the binding (by name)."""
+    dangerous_tools: list[str] = []
+    """Dangerous tools the binding grants explicitly, by tool name or by class (``shell``, ``file_write``,
+    ``network``, ``destructive``; see :mod:`agentrunner_host.tool_risk`). A tool the host classifies dangerous
+    is left out of every run of the binding unless this names it or all of its classes; each call of one is
+    audited with its classes."""
     knowledge_bases: list[str] | None = None
     """Allowed knowledge bases; ``None`` = those the runner config selects."""
     files: list[str] = []

@@ -62,6 +62,8 @@ class AuditRecord:
     """``allowed`` or the §9 error code."""
     latency_ms: float
     at: float
+    risk: tuple[str, ...] = ()
+    """The dangerous classes of the tool a ``tools.*`` call named (granted or withheld); empty otherwise."""
 
 
 class _TokenBucket:
@@ -253,6 +255,12 @@ class BackCallDispatcher:
             case "tools.get_detail" | "tools.call":
                 op = "detail" if action == "tools.get_detail" else "call"
                 if not snapshot.allows_tool(p.tool_name, op):
+                    risks = snapshot.withheld_tools.get(p.tool_name)
+                    if risks is not None:
+                        raise UnauthorizedError(
+                            f"tool {p.tool_name!r} is classified dangerous ({', '.join(risks)}) and the binding"
+                            " does not grant it (resource_policy.dangerous_tools)"
+                        )
                     raise UnauthorizedError(f"tool {p.tool_name!r} is not granted for {op} in this run")
             case "knowledge.list":
                 if not (
@@ -384,6 +392,10 @@ class BackCallDispatcher:
         if live is None:
             # Denied before admission: still file it under the run it named, when that run is live.
             live = self._live.get(request.run_id)
+        risk: tuple[str, ...] = ()
+        if live is not None and resource is not None and request.action.startswith("tools."):
+            snapshot = live.snapshot
+            risk = snapshot.dangerous_tools.get(resource) or snapshot.withheld_tools.get(resource) or ()
         record = AuditRecord(
             run_id=request.run_id,
             runner_id=live.snapshot.runner_id if live else "",
@@ -394,9 +406,19 @@ class BackCallDispatcher:
             decision=decision,
             latency_ms=(time.monotonic() - started) * 1000.0,
             at=time.time(),
+            risk=risk,
         )
         if live is not None:
             live.audit.append(record)
+        if risk:
+            log.warning(
+                "dangerous tool call: run=%s runner=%s tool=%s risk=%s decision=%s",
+                request.run_id,
+                record.runner_id,
+                resource,
+                ",".join(risk),
+                decision,
+            )
         if decision != "allowed":
             log.info(
                 "back-call denied: run=%s action=%s resource=%s code=%s",

@@ -204,6 +204,8 @@ async def persist_finish(stores: HostStores, state: _RunState, live: LiveRun | N
                         "scope": record.scope,
                         "decision": record.decision,
                         "latency_ms": round(record.latency_ms, 3),
+                        # dangerous tools' calls are findable by their classes
+                        **({"risk": list(record.risk)} if record.risk else {}),
                     },
                 )
             )

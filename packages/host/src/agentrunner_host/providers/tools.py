@@ -49,6 +49,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from agentrunner_host.access import RunAccess
 from agentrunner_host.stores.artifacts import ArtifactOwner, ArtifactStore
+from agentrunner_host.tool_risk import ToolRisk, classify_tool
 
 __all__ = [
     "DEFAULT_RESULT_THRESHOLD",
@@ -105,6 +106,9 @@ class MCPServerConfig(BaseModel):
     """Header → name of the host environment variable holding its (secret) value (streamable HTTP)."""
     tools: list[str] | None = None
     """Only expose these tools of the server (``None`` = all)."""
+    tool_risks: dict[str, list[ToolRisk]] = {}
+    """The operator's classification of tools of this server (tool name → classes; ``[]`` = safe), which
+    replaces the one read from their names and annotations (:mod:`agentrunner_host.tool_risk`)."""
     startup_timeout_seconds: float = Field(default=30.0, gt=0)
     """How long starting and initialising a session may take."""
     call_timeout_seconds: float = Field(default=120.0, gt=0)
@@ -352,6 +356,7 @@ def _default_env() -> dict[str, str]:
 @dataclass(frozen=True, slots=True)
 class _Entry:
     resource: ToolResource
+    risks: frozenset[ToolRisk]
     server: _MCPConnection | None = None
     remote_name: str | None = None
     python: PythonTool | None = None
@@ -408,7 +413,7 @@ class HostTools:
                 parameters=tool.schema(),
                 tool_type="python",
             )
-            entries[tool.name] = _Entry(resource=resource, python=tool)
+            entries[tool.name] = _Entry(resource=resource, risks=classify_tool(tool.name), python=tool)
         for server in self._servers.values():
             for tool in server.tools or []:
                 name = _exposed_name(server.config.name, tool.name)
@@ -425,7 +430,14 @@ class HostTools:
                     parameters=dict(tool.input_schema),
                     tool_type="mcp",
                 )
-                entries[name] = _Entry(resource=resource, server=server, remote_name=tool.name)
+                hints = tool.annotations
+                risks = classify_tool(
+                    tool.name,
+                    declared=server.config.tool_risks.get(tool.name),
+                    destructive_hint=None if hints is None else hints.destructive_hint,
+                    open_world_hint=None if hints is None else hints.open_world_hint,
+                )
+                entries[name] = _Entry(resource=resource, risks=risks, server=server, remote_name=tool.name)
         self._entries = entries
 
     async def refresh(self, *, server: str | None = None) -> list[ToolResource]:
@@ -445,6 +457,10 @@ class HostTools:
     def resources(self) -> list[ToolResource]:
         """Catalog entries for :class:`~agentrunner_host.catalog.ResourceCatalog`."""
         return [e.resource for e in self._entries.values()]
+
+    def risks(self) -> dict[str, frozenset[ToolRisk]]:
+        """The dangerous classes of every catalog entry that has any (see :mod:`agentrunner_host.tool_risk`)."""
+        return {name: e.risks for name, e in self._entries.items() if e.risks}
 
     async def aclose(self) -> None:
         """End every MCP session (and stdio server process)."""

@@ -13,6 +13,7 @@ from agentrunner_host.catalog import ResourceCatalog
 from agentrunner_host.config import Settings
 from agentrunner_host.providers.protocols import KnowledgeProvider, ModelProvider, ToolProvider
 from agentrunner_host.stores import HostStores
+from agentrunner_host.tool_risk import ToolRisk
 
 __all__ = ["Providers", "open_providers"]
 
@@ -45,6 +46,7 @@ async def open_providers(
         stack.push_async_callback(openai.aclose)
         models = openai
     tool_resources: list[ToolResource] = []
+    tool_risks: dict[str, frozenset[ToolRisk]] = {}
     if config.mcp_servers or config.python_tools:
         from agentrunner_host.providers.tools import HostTools
 
@@ -58,6 +60,7 @@ async def open_providers(
         if config.mcp_servers:
             await host_tools.refresh()
         tool_resources = host_tools.resources()
+        tool_risks = host_tools.risks()
         tools = host_tools
     kb_resources: list[KnowledgeBaseResource] = []
     if config.knowledge_bases:
@@ -72,5 +75,7 @@ async def open_providers(
         log.info("knowledge bases indexed: %s", written)
         kb_resources = embedded.resources()
         knowledge = embedded
-    catalog = ResourceCatalog(models=model_resources, tools=tool_resources, knowledge_bases=kb_resources)
+    catalog = ResourceCatalog(
+        models=model_resources, tools=tool_resources, knowledge_bases=kb_resources, tool_risks=tool_risks
+    )
     return Providers(models=models, tools=tools, knowledge=knowledge, catalog=catalog)
