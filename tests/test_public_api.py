@@ -223,6 +223,8 @@ _STORES_API = [
     "EventKind",
     "EventLog",
     "HOST_RESTARTED",
+    "HostRecord",
+    "HostStore",
     "HostStores",
     "IdempotencyStore",
     "InvalidValueError",
@@ -262,7 +264,13 @@ def test_host_stores_public_api_is_pinned() -> None:
     _assert_pinned("agentrunner_host.stores", _STORES_API)
 
 
-_CLUSTER_API = ["KEEPALIVE_SECONDS", "MAX_RECONNECT_DELAY", "Notifications"]
+_CLUSTER_API = [
+    "KEEPALIVE_SECONDS",
+    "MAX_RECONNECT_DELAY",
+    "Membership",
+    "Notifications",
+    "default_machine_name",
+]
 
 
 def test_host_cluster_public_api_is_pinned() -> None:

@@ -81,15 +81,15 @@ async def shared_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIte
 
 @pytest.fixture
 def host_settings(tmp_path: Path) -> HostSettings:
-    """Settings of host *name* (its own data directory) on the database *url*, with optional TOML text."""
+    """Settings of host *name* (its own data directory and machine name) on the database *url*, with more
+    TOML text (keys of ``[cluster]`` come first)."""
 
-    def make(name: str, url: str, toml: str | None = None, **overrides: object) -> Settings:
+    def make(name: str, url: str, toml: str = "", **overrides: object) -> Settings:
         home = tmp_path / name
         home.mkdir(exist_ok=True)
-        path = None
-        if toml is not None:
-            path = home / "agentrunner.toml"
-            path.write_text(toml, encoding="utf-8")
+        path = home / "agentrunner.toml"
+        # hosts of one test share a process: each needs its own machine name (a restart keeps it)
+        path.write_text(f'[cluster]\nhost_name = "machine-{name}"\n{toml}', encoding="utf-8")
         env = {"AGENTRUNNER_DATA_DIR": str(home / "data"), "AGENTRUNNER_DATABASE_URL": url}
         return load_settings(path, environ=env, cwd=home, **overrides)  # pyright: ignore[reportArgumentType]
 

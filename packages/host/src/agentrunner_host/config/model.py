@@ -26,6 +26,7 @@ __all__ = [
     "HttpConfig",
     "IsolationConfig",
     "RunnersConfig",
+    "ClusterConfig",
     "SecurityConfig",
     "MIN_TOKEN_BITS",
     "MIN_TOKEN_LENGTH",
@@ -137,6 +138,25 @@ class RunnersConfig(_Section):
     ping_timeout_seconds: float = Field(default=10.0, gt=0)
     """A plugin process that has not answered a ping within this is killed with its process group (its live runs
     end ``runtime.unresponsive``) and restarted with backoff on next use."""
+
+
+class ClusterConfig(_Section):
+    """``[cluster]``: this host among the others on one database (see docs/deployment.md)."""
+
+    host_name: str | None = Field(default=None, min_length=1, max_length=255)
+    """Name of the machine this host runs on (default: its host name); two machines must not share one,
+    because a new process treats a dead process of its own machine's name as its previous incarnation."""
+    heartbeat_seconds: float = Field(default=5.0, gt=0, le=3600)
+    """How often the host renews its lease (and looks for runs of hosts whose lease expired)."""
+    lease_seconds: float = Field(default=30.0, gt=0, le=86400)
+    """How long after its last renewal a host counts as gone: its runs are then closed as ``host_restarted``
+    by any other host. Longer than the heartbeat."""
+
+    @model_validator(mode="after")
+    def _lease_outlives_heartbeat(self) -> ClusterConfig:
+        if self.lease_seconds <= self.heartbeat_seconds:
+            raise ValueError("cluster.lease_seconds must be longer than cluster.heartbeat_seconds")
+        return self
 
 
 class SecurityConfig(_Section):
@@ -268,6 +288,8 @@ class HostConfig(_Section):
     """HTTP API."""
     runners: RunnersConfig = RunnersConfig()
     """Runner sources."""
+    cluster: ClusterConfig = ClusterConfig()
+    """Host registry and leases (several hosts on one database)."""
     isolation: IsolationConfig = IsolationConfig()
     """Plugin process isolation and quotas."""
     defaults: DefaultsConfig = DefaultsConfig()

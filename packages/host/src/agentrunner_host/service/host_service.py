@@ -14,7 +14,6 @@ import contextlib
 import logging
 import os
 import secrets
-import time
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -30,7 +29,7 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from agentrunner_host.bindings import BindingSet
-from agentrunner_host.cluster import Notifications
+from agentrunner_host.cluster import Membership, Notifications, default_machine_name
 from agentrunner_host.config import (
     ECHO_RUNNER_ID,
     LOCAL_AGENT_RUNNER_ID,
@@ -140,10 +139,6 @@ class ReplayItem:
         return cls(item.host_seq, item.type, payload if isinstance(payload, dict) else json.loads(payload))
 
 
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 def _cursor_key(data_dir: Path) -> bytes:
     path = data_dir / CURSOR_KEY_FILE
     try:
@@ -210,6 +205,7 @@ class HostService:
         runtime: RuntimeManager | None = None,
         installed: InstalledPlugins | None = None,
         notifications: Notifications | None = None,
+        membership: Membership | None = None,
     ) -> None:
         self.settings = settings
         """The settings it was built from."""
@@ -230,6 +226,8 @@ class HostService:
         self._closing = False
         self.notifications = notifications or Notifications(engine)
         """Announcements from the other hosts of the database (PostgreSQL)."""
+        self.membership = membership
+        """This host's registration and lease (``None`` for a service built without :meth:`open`)."""
         self._agents_changed = asyncio.Event()
         self.definitions_loaded = asyncio.Condition()
         """Notified every time agents and bindings changed elsewhere were loaded (tests wait on it)."""
@@ -255,11 +253,19 @@ class HostService:
                 engine, data_dir=settings.data_dir, flush_window=config.result_flush_ms / 1000
             )
             stack.push_async_callback(stores.aclose)
-            recovered: list[str] = []
-            if recover:
-                recovered = await stores.runs.close_interrupted(ended_at=_now_ms())
-                if recovered:
-                    log.warning("closed %d run(s) interrupted by a restart: %s", len(recovered), recovered)
+            cluster = config.cluster
+            membership = Membership(
+                stores.hosts,
+                stores.runs,
+                machine=cluster.host_name or default_machine_name(),
+                heartbeat_seconds=cluster.heartbeat_seconds,
+                lease_seconds=cluster.lease_seconds,
+            )
+            # only orphaned runs: this machine's previous incarnation's, and other hosts' once their lease expired
+            recovered = await membership.join(recover=recover)
+            stack.push_async_callback(membership.leave)
+            if recovered:
+                log.warning("closed %d run(s) interrupted by a restart: %s", len(recovered), recovered)
             failures: list[PluginFailure] = []
             plugins = _in_process_runners(failures) if config.runners.entry_points == "in_process" else {}
             providers = await open_providers(settings, engine=engine, stores=stores, stack=stack)
@@ -337,6 +343,7 @@ class HostService:
                 runtime=runtime,
                 installed=installed,
                 notifications=notifications,
+                membership=membership,
             )
             service.recovered_runs = recovered
             await service._start_watching()
@@ -349,6 +356,8 @@ class HostService:
         notifications.subscribe(AGENTS_CHANNEL, lambda _payload: self._agents_changed.set())
         notifications.on_reconnect(self._agents_changed.set)
         await notifications.start()
+        if self.membership is not None:
+            self.membership.start()
         self._watchers.append(asyncio.create_task(self._watch_agents(), name="agentrunner-agents-watch"))
 
     async def _stop_watching(self) -> None:

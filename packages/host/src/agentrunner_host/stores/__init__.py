@@ -28,6 +28,7 @@ from .errors import (
 )
 from .events import MAX_SUMMARY_CHARS, AppendOutcome, EventEntry, EventKind, EventLog, StoredEvent
 from .facade import HostStores
+from .hosts import HostRecord, HostStore
 from .idempotency import IdempotencyStore
 from .journal import DEFAULT_FLUSH_WINDOW, ResultLog, ResultLogError
 from .records import Role, TranscriptItemType
@@ -85,6 +86,9 @@ __all__ = [
     "AgentStore",
     "DefinitionSet",
     "DefinitionsChangedError",
+    # host registry
+    "HostRecord",
+    "HostStore",
     # errors
     "ArtifactUnavailableError",
     "DuplicateEventStoredError",

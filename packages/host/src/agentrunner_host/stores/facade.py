@@ -14,6 +14,7 @@ from ._sql import main_line
 from .agents import AgentStore
 from .artifacts import ArtifactStore
 from .events import EventLog
+from .hosts import HostStore
 from .idempotency import IdempotencyStore
 from .journal import DEFAULT_FLUSH_WINDOW
 from .records import EVENTS, ITEMS
@@ -52,6 +53,8 @@ class HostStores:
     """Idempotency keys."""
     agents: AgentStore
     """Operator-managed agents and bindings (shared by every host on the database)."""
+    hosts: HostStore
+    """The host registry (heartbeat leases of every host process on the database)."""
 
     def __init__(
         self,
@@ -72,6 +75,7 @@ class HostStores:
         self.storage = StorageStore(db, max_value_bytes=storage_max_value_bytes)
         self.idempotency = IdempotencyStore(db)
         self.agents = AgentStore(db)
+        self.hosts = HostStore(db)
 
     @property
     def engine(self) -> AsyncEngine:

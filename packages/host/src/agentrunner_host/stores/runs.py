@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal, cast
 
 from agentrunner.results import RunFailedData, RunFailedResult
-from sqlalchemy import RowMapping, Table, bindparam, func, insert, select, update
+from sqlalchemy import ColumnElement, RowMapping, Table, bindparam, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from agentrunner_host.access import ConversationKey
@@ -163,6 +163,8 @@ class RunRecord:
     """End, Unix epoch milliseconds."""
     usage: dict[str, Any]
     """Usage totals."""
+    owner_host: str | None = None
+    """The host incarnation executing it (``None``: started without the host registry)."""
 
 
 def _run_from_row(m: RowMapping) -> RunRecord:
@@ -187,6 +189,7 @@ def _run_from_row(m: RowMapping) -> RunRecord:
         started_at=m["started_at"],
         ended_at=m["ended_at"],
         usage=m["usage"],
+        owner_host=m["owner_host"],
     )
 
 
@@ -201,7 +204,7 @@ def _result_from_row(m: RowMapping) -> ResultRecord:
     )
 
 
-def _run_row(start: RunStart) -> dict[str, Any]:
+def _run_row(start: RunStart, owner_host: str | None) -> dict[str, Any]:
     conversation = start.conversation
     return {
         "run_id": start.run_id,
@@ -221,6 +224,7 @@ def _run_row(start: RunStart) -> dict[str, Any]:
         "started_at": start.started_at,
         "ended_at": None,
         "usage": {},
+        "owner_host": owner_host,
     }
 
 
@@ -266,6 +270,9 @@ class RunStore:
         backlog_results: int = DEFAULT_BACKLOG_RESULTS,
     ) -> None:
         self._db = db
+        self.owner_host: str | None = None
+        """The host incarnation recorded as the owner of the runs this store starts (set by the service
+        once it registered; see :mod:`.hosts`)."""
         self._starts = Coalescer(self._write_starts)
         self._journal: Journal[ResultRecord, RunFinish, StateWrite] = Journal(
             self._write_journal,
@@ -324,7 +331,7 @@ class RunStore:
                 known = await known_events(conn, [e.event_id for e in triggers])
                 if known:
                     raise DuplicateEventStoredError(next(iter(known)))
-            await conn.execute(insert(RUNS), [_run_row(s) for s in starts])
+            await conn.execute(insert(RUNS), [_run_row(s, self.owner_host) for s in starts])
             await write_facts(
                 conn,
                 self._db.dialect,
@@ -425,15 +432,24 @@ class RunStore:
         return [_run_from_row(row) for row in rows]
 
     async def close_interrupted(
-        self, *, ended_at: int, code: str = HOST_RESTARTED, message: str | None = None
+        self,
+        *,
+        ended_at: int,
+        code: str = HOST_RESTARTED,
+        message: str | None = None,
+        where: ColumnElement[bool] | None = None,
     ) -> list[str]:
-        """Fail every ``running`` run (after a crash): outcome, a ``run.failed`` result appended after the
+        """Fail every ``running`` run (after a crash), or only those matching *where* (the runs of hosts
+        that are gone: :meth:`HostStore.orphaned`): outcome, a ``run.failed`` result appended after the
         stored ones (its payload is the whole wire result, a valid ``RunFailedResult``), and a ``run.failed``
-        host record, all in one transaction. Returns the run ids."""
+        host record, all in one transaction. Returns the run ids. The rows are locked while they are closed,
+        so two hosts closing the same runs at once close each run once."""
         text = message or "the host stopped while the run was in progress"
+        running = RUNS.c.status == "running"
+        condition = running if where is None else running & where
 
         async def work(conn: AsyncConnection) -> list[str]:
-            rows = (await conn.execute(select(RUNS).where(RUNS.c.status == "running"))).mappings().all()
+            rows = (await conn.execute(select(RUNS).where(condition).with_for_update())).mappings().all()
             runs = [_run_from_row(row) for row in rows]
             if not runs:
                 return []
@@ -482,7 +498,7 @@ class RunStore:
                 )
             await conn.execute(
                 update(RUNS)
-                .where(RUNS.c.run_id.in_([r.run_id for r in runs]), RUNS.c.status == "running")
+                .where(RUNS.c.run_id.in_([r.run_id for r in runs]), running)
                 .values(status="failed", code=code, message=text, ended_at=ended_at)
             )
             await conn.execute(insert(RESULTS), results)
