@@ -278,6 +278,24 @@ def test_host_cluster_public_api_is_pinned() -> None:
     _assert_pinned("agentrunner_host.cluster", _CLUSTER_API)
 
 
+_CONSOLE_API = [
+    "ConsolePage",
+    "ConsoleState",
+    "NavEntry",
+    "PAGES",
+    "PAGE_HEADERS",
+    "PUBLIC_PATHS",
+    "PUBLIC_PREFIXES",
+    "console_routes",
+    "console_state",
+    "render",
+]
+
+
+def test_host_console_public_api_is_pinned() -> None:
+    _assert_pinned("agentrunner_host.http.console", _CONSOLE_API)
+
+
 _MCP_API = [
     "BridgeClosedError",
     "BridgeEndpoint",

@@ -12,12 +12,13 @@ from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 
 from agentrunner_host.errors import HostError
 from agentrunner_host.service import HostService
 
 from .auth import BearerTokenMiddleware
+from .console import PUBLIC_PATHS, PUBLIC_PREFIXES, console_routes, console_state
 from .errors import ApiError, error_response, from_host_error
 from .guard import RequestGuard
 from .openapi import Handler, build_openapi
@@ -88,7 +89,8 @@ def create_app(
     allowed_hosts: Sequence[str] | None = None,
     allowed_origins: Sequence[str] | None = None,
 ) -> Starlette:
-    """The API over an open *service*; every route requires *api_token* when one is given.
+    """The API and the web console over an open *service*; every route requires *api_token* when one is
+    given (the console's login form and static files excepted; its pages accept the session cookie).
 
     Every request first passes the :class:`~agentrunner_host.http.guard.RequestGuard` (``Host`` allowlist,
     ``Origin`` check, JSON-only writes); *allowed_hosts* and *allowed_origins* default to the service's
@@ -101,10 +103,11 @@ def create_app(
     async def openapi(request: Request) -> Response:
         return JSONResponse(document)
 
-    routes = [
+    routes: list[BaseRoute] = [
         Route(path, _by_method(handlers), methods=list(handlers)) for path, handlers in _paths().items()
     ]
     routes.append(Route("/openapi.json", openapi, methods=["GET"]))
+    routes.extend(console_routes())
     middleware = [Middleware(RequestGuard, allowed_hosts=hosts, allowed_origins=origins)]
     if origins:
         middleware.append(
@@ -117,7 +120,15 @@ def create_app(
             )
         )
     if api_token:
-        middleware.append(Middleware(BearerTokenMiddleware, token=api_token))
+        middleware.append(
+            Middleware(
+                BearerTokenMiddleware,
+                token=api_token,
+                public_paths=PUBLIC_PATHS,
+                public_prefixes=PUBLIC_PREFIXES,
+                login_path="/login",
+            )
+        )
     app = Starlette(
         routes=routes,
         middleware=middleware,
@@ -130,5 +141,6 @@ def create_app(
     )
     app.state.service = service
     app.state.openapi = document
+    app.state.console = console_state(token=api_token or None)
     app.state.body_timeout = http.body_timeout_seconds
     return app

@@ -215,7 +215,7 @@ async def submit_event(request: Request) -> Response:
     if stream and wait:
         raise ApiError(422, "invalid_request", "choose either stream or wait")
     event = _envelope(sub, streaming=stream)
-    feed = await service.submit(event)
+    feed = await service.submit(event, agent_id=sub.agent_id)
     run_id = feed.run_id
     location = {"Location": f"/v1/runs/{run_id}", "X-Run-Id": run_id}
     if stream:
@@ -541,7 +541,10 @@ ENDPOINTS: Final[tuple[Endpoint, ...]] = (
         responses={
             200: (RunWithResults, "The finished run (`wait=true`), or its results as SSE (`stream=true`)."),
             202: (RunAccepted, "Accepted; the run is executing."),
-            404: (ErrorBody, "No binding handles the event (`binding_not_found`)."),
+            404: (
+                ErrorBody,
+                "No binding handles the event (`binding_not_found`), or `agent_id` names no agent (`not_found`).",
+            ),
             409: (
                 ErrorBody,
                 "The event id was already submitted (`duplicate_event`, with the first `run_id`).",

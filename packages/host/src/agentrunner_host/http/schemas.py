@@ -78,6 +78,9 @@ class EventSubmission(_Body):
     """Conversation (transcript and conversation state are kept per conversation)."""
     thread_id: Identifier | None = None
     """Thread inside the conversation."""
+    agent_id: Identifier | None = None
+    """Send the event straight to this agent instead of resolving a binding (the console's debug chat,
+    ``agentrunner chat --agent``); 404 ``not_found`` when there is no such agent."""
     bot_id: Identifier | None = None
     """Receiving bot (for bot-scoped bindings)."""
     workspace_id: Identifier | None = None

@@ -1,0 +1,241 @@
+"""The console's browser-test harness: ``agentrunner serve`` as a real child process on a free port (with an
+API token, the echo runner bound to every message and the ``console-probe`` plugin), and Debian's
+``chromium`` driven by Playwright with a fresh profile per test, recording every request it makes.
+
+The tests skip only when chromium (or Playwright) is missing *and* this is not CI: with ``CI=true`` or
+``AGENTRUNNER_REQUIRE_BROWSER=1`` a missing browser fails them. Screenshots go to
+``$AGENTRUNNER_CONSOLE_SCREENSHOTS`` (``.ci/run`` sets it and prints where) or a temporary directory.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Generator, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+
+if TYPE_CHECKING:
+    from playwright.sync_api import BrowserContext, Page, Playwright, Request
+
+TOKEN: Final = "console-test-token-0123456789"
+CHROMIUM: Final = Path(os.environ.get("AGENTRUNNER_CHROMIUM", "/usr/bin/chromium"))
+CHROMIUM_ARGS: Final = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+)
+PROBE_RUNNER: Final = "plugin:tests/console-probe/probe"
+_PLUGINS: Final = Path(__file__).parent / "plugins"
+_START_TIMEOUT: Final = 90.0
+_UI_TIMEOUT_MS: Final = 60_000
+
+_CONFIG: Final = f"""
+[runners]
+plugin_dirs = ["{(_PLUGINS / "probe").as_posix()}"]
+
+[[agents]]
+agent_id = "echo"
+runner_id = "plugin:agentrunner/echo/default"
+
+[[agents]]
+agent_id = "probe"
+runner_id = "{PROBE_RUNNER}"
+
+[[bindings]]
+binding_id = "echo-everywhere"
+agent_id = "echo"
+event_types = ["message.received"]
+"""
+
+
+def _browser_required() -> bool:
+    return (
+        os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+        or os.environ.get("AGENTRUNNER_REQUIRE_BROWSER") == "1"
+    )
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass(frozen=True)
+class ConsoleServer:
+    """A running ``agentrunner serve``."""
+
+    base: str
+    """``http://127.0.0.1:<port>``."""
+    token: str
+    """Its API token."""
+    root: Path
+    """Its working directory (configuration, data, log)."""
+    log: Path
+    """Its output."""
+
+    def api(self) -> httpx.Client:
+        """An API client with the bearer token."""
+        return httpx.Client(base_url=self.base, headers={"Authorization": f"Bearer {self.token}"}, timeout=30)
+
+
+@pytest.fixture(scope="module")
+def console_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleServer]:
+    """``python -m agentrunner_host.cli serve`` with a token; stopped with SIGTERM, which must exit 0."""
+    root = tmp_path_factory.mktemp("console-server")
+    (root / "agentrunner.toml").write_text(_CONFIG, encoding="utf-8")
+    log = root / "serve.log"
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTRUNNER_")}
+    env["AGENTRUNNER_API_TOKEN"] = TOKEN
+    with log.open("ab") as out:
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "agentrunner_host.cli",
+                "serve",
+                "--port",
+                str(port),
+                "--data-dir",
+                "data",
+            ],
+            cwd=root,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+    server = ConsoleServer(base=f"http://127.0.0.1:{port}", token=TOKEN, root=root, log=log)
+    try:
+        deadline = time.monotonic() + _START_TIMEOUT
+        with server.api() as client:
+            while True:
+                assert process.poll() is None, f"serve exited early:\n{log.read_text()}"
+                try:
+                    if client.get("/readyz", timeout=2).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                assert time.monotonic() < deadline, f"serve did not become ready:\n{log.read_text()}"
+                time.sleep(0.1)
+        yield server
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == 0, log.read_text()
+        assert "Traceback" not in log.read_text(), log.read_text()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=10)
+
+
+@pytest.fixture
+def playwright() -> Iterator[Playwright]:
+    """Playwright's driver (its own browsers are never downloaded: Debian's chromium is used).
+
+    Function-scoped on purpose: while the sync API is open its event loop counts as running in this thread,
+    which would break every asyncio test scheduled after it."""
+    if not CHROMIUM.exists():
+        message = f"no chromium at {CHROMIUM} (apt-get install chromium)"
+        if _browser_required():
+            pytest.fail(message + "; CI requires the browser tests")
+        pytest.skip(message)
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError as exc:  # pragma: no cover - a dev dependency
+        if _browser_required():
+            pytest.fail(f"playwright is not installed: {exc}")
+        pytest.skip(f"playwright is not installed: {exc}")
+    with sync_playwright() as driver:
+        yield driver
+
+
+@dataclass
+class Browser:
+    """A fresh chromium profile for one test, and every request it made."""
+
+    context: BrowserContext
+    server: ConsoleServer
+    requests: list[str] = field(default_factory=list[str])
+
+    def page(self, *, phone: bool = False) -> Page:
+        """A new tab (phone-sized when *phone*)."""
+        page = self.context.new_page()
+        page.set_default_timeout(_UI_TIMEOUT_MS)
+        if phone:
+            page.set_viewport_size({"width": 390, "height": 844})
+        return page
+
+    def sign_in(self, page: Page, path: str = "/chat") -> None:
+        """Open *path*; the console asks for the token once, then shows the page."""
+        page.goto(self.server.base + path)
+        page.wait_for_url("**/login?next=*")
+        page.get_by_label("API token").fill(self.server.token)
+        page.get_by_role("button", name="Sign in").click()
+        page.wait_for_url(self.server.base + path)
+
+    def foreign_requests(self) -> list[str]:
+        """Requests for anything but the server itself."""
+        own = urlsplit(self.server.base).netloc
+        return [
+            url
+            for url in self.requests
+            if not (url.startswith(("data:", "blob:", "about:")) or urlsplit(url).netloc == own)
+        ]
+
+
+@pytest.fixture
+def browser(playwright: Playwright, console_server: ConsoleServer, tmp_path: Path) -> Generator[Browser]:
+    """A browser with a fresh user-data-dir; after the test, no request may have left for another host."""
+    context = playwright.chromium.launch_persistent_context(
+        str(tmp_path / "profile"),
+        executable_path=str(CHROMIUM),
+        headless=True,
+        args=list(CHROMIUM_ARGS),
+        viewport={"width": 1280, "height": 860},
+    )
+    recorder = Browser(context=context, server=console_server)
+
+    def record(request: Request) -> None:
+        recorder.requests.append(request.url)
+
+    context.on("request", record)
+    try:
+        yield recorder
+    finally:
+        context.close()
+    assert recorder.foreign_requests() == [], "the console requested another host"
+
+
+def _screenshot_dir() -> Path:
+    configured = os.environ.get("AGENTRUNNER_CONSOLE_SCREENSHOTS")
+    return Path(configured) if configured else Path(os.environ.get("TMPDIR", "/tmp")) / "agentrunner-console"
+
+
+@pytest.fixture
+def screenshot() -> Callable[[Page, str], Path]:
+    """Saves a PNG of the viewport named *name* into the screenshot directory."""
+
+    def take(page: Page, name: str) -> Path:
+        folder = _screenshot_dir()
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{name}.png"
+        page.screenshot(path=str(path))  # the viewport: what a person sees first
+        return path
+
+    return take
