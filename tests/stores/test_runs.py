@@ -276,3 +276,56 @@ async def test_concurrent_runs_share_commits_on_sqlite(stores: HostStores) -> No
     else:
         assert len(commits) == 20
     assert len(await stores.runs.list_running()) == 20
+
+
+async def test_statement_listeners_see_every_write_and_payload_bytes_are_stored_as_given(
+    stores: HostStores,
+) -> None:
+    """The SQLite writer thread runs hot inserts on the driver's cursor: listeners on the engine still see each
+    statement (the bench counts them), a result payload given as bytes is stored as those bytes, and a
+    duplicate run id is still the typed refusal."""
+    seen: list[str] = []
+
+    def on_statement(_conn: object, _cursor: object, statement: str, *_: object) -> None:
+        seen.append(" ".join(statement.split()[:3]).upper())
+
+    encoded = b'{"run_id":"b1","type":"message.delta","data":{"chunk":"\\u00e9t\xc3\xa9"}}'
+    event.listen(stores.engine.sync_engine, "before_cursor_execute", on_statement)
+    try:
+        await stores.runs.start(run_start("b1", C1, user_turn=item(C1, "question")))
+        await stores.runs.finish(
+            RunFinish(
+                run_id="b1",
+                status="completed",
+                ended_at=5_000,
+                results=[
+                    ResultRecord(
+                        run_id="b1",
+                        host_seq=1,
+                        runner_sequence=1,
+                        type="message.delta",
+                        payload=encoded,
+                        created_at=2_001,
+                    )
+                ],
+            )
+        )
+    finally:
+        event.remove(stores.engine.sync_engine, "before_cursor_execute", on_statement)
+    for prefix in (
+        "INSERT INTO RUNS",
+        "INSERT INTO EVENTS",
+        "INSERT INTO TRANSCRIPT_ITEMS",
+        "UPDATE RUNS SET",
+    ):
+        assert prefix in seen, (prefix, seen)
+    assert "INSERT INTO RUN_RESULTS" in seen
+    async with stores.engine.connect() as conn:
+        stored = (
+            await conn.execute(text("SELECT payload FROM run_results WHERE run_id = 'b1'"))
+        ).scalar_one()
+    assert stored == encoded.decode()
+    replay = await stores.runs.results_after("b1", after_host_seq=0, limit=10)
+    assert replay[0].payload == {"run_id": "b1", "type": "message.delta", "data": {"chunk": "été"}}
+    with pytest.raises(RunExistsError):
+        await stores.runs.start(run_start("b1", C1))

@@ -24,6 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from agentrunner_host.stores.tables import SequenceCounterRow
 
+from ._compiled import hot
 from ._sql import insert_for, main_line
 from .records import (
     EVENTS,
@@ -60,16 +61,22 @@ def _next_seq_sqlite(table: Any, *conditions: ColumnElement[bool]) -> Any:
     return select(func.coalesce(func.max(table.c.seq), 0) + 1).where(*conditions).scalar_subquery()
 
 
-_SQLITE_EVENT_INSERT: Final[Insert] = insert(EVENTS).values(
-    seq=_next_seq_sqlite(EVENTS, EVENTS.c.conversation_id == bindparam("seq_conversation_id"))
-)
-_SQLITE_ITEM_INSERT: Final[Insert] = insert(ITEMS).values(
-    seq=_next_seq_sqlite(
-        ITEMS,
-        ITEMS.c.conversation_id == bindparam("seq_conversation_id"),
-        ITEMS.c.thread_id == bindparam("seq_thread_id"),
+_SQLITE_EVENT_INSERT: Final[Insert] = hot(
+    insert(EVENTS).values(
+        seq=_next_seq_sqlite(EVENTS, EVENTS.c.conversation_id == bindparam("seq_conversation_id"))
     )
 )
+_SQLITE_ITEM_INSERT: Final[Insert] = hot(
+    insert(ITEMS).values(
+        seq=_next_seq_sqlite(
+            ITEMS,
+            ITEMS.c.conversation_id == bindparam("seq_conversation_id"),
+            ITEMS.c.thread_id == bindparam("seq_thread_id"),
+        )
+    )
+)
+_INSERT_EVENTS: Final[Insert] = hot(insert(EVENTS))
+_INSERT_ITEMS: Final[Insert] = hot(insert(ITEMS))
 
 
 async def _known_events(conn: AsyncConnection, ids: list[str]) -> dict[str, StoredEvent]:
@@ -191,9 +198,9 @@ async def write_facts(
             item_rows.append(row)
             stored_items[entry.item_id] = item_from_row(row)
         if event_rows:
-            await conn.execute(insert(EVENTS), event_rows)
+            await conn.execute(_INSERT_EVENTS, event_rows)
         if item_rows:
-            await conn.execute(insert(ITEMS), item_rows)
+            await conn.execute(_INSERT_ITEMS, item_rows)
 
     written = Written()
     if returning:
@@ -254,6 +261,6 @@ async def _write_sqlite(
             await conn.execute(_SQLITE_ITEM_INSERT, item_rows)
     if loose:
         loose_rows = [event_row(entry, seq=None, now=now) for entry in loose]
-        await conn.execute(insert(EVENTS), loose_rows)
+        await conn.execute(_INSERT_EVENTS, loose_rows)
         for row in loose_rows:
             stored_events[row["event_id"]] = event_from_row(row)

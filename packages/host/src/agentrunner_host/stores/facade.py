@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Final
 
-from sqlalchemy import select
+from sqlalchemy import String, bindparam, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from agentrunner_host.access import ConversationKey
@@ -27,6 +28,22 @@ __all__ = ["ARTIFACTS_DIR_NAME", "HostStores"]
 
 ARTIFACTS_DIR_NAME = "artifacts"
 """Artifact files live in ``<data_dir>/artifacts/``."""
+
+_CONVERSATION: Final = bindparam("conversation_id", type_=String())
+_THREAD: Final = bindparam("thread_id", type_=String())
+# Built once (a run start reads it): the newest transcript seq and event seq of one thread, one round trip.
+_POSITIONS: Final = select(
+    select(ITEMS.c.seq)
+    .where(ITEMS.c.conversation_id == _CONVERSATION, ITEMS.c.thread_id == _THREAD)
+    .order_by(ITEMS.c.seq.desc())
+    .limit(1)
+    .scalar_subquery(),
+    select(EVENTS.c.seq)
+    .where(EVENTS.c.conversation_id == _CONVERSATION, EVENTS.c.thread_id == _THREAD, EVENTS.c.kind == "event")
+    .order_by(EVENTS.c.seq.desc())
+    .limit(1)
+    .scalar_subquery(),
+)
 
 
 class HostStores:
@@ -86,26 +103,9 @@ class HostStores:
         """The newest transcript seq and the newest event seq (real events, not host records) of the
         conversation's thread, read in one round trip (what a run context needs when it starts)."""
         thread = main_line(conversation.thread_id)
-        transcript = (
-            select(ITEMS.c.seq)
-            .where(ITEMS.c.conversation_id == conversation.conversation_id, ITEMS.c.thread_id == thread)
-            .order_by(ITEMS.c.seq.desc())
-            .limit(1)
-            .scalar_subquery()
-        )
-        events = (
-            select(EVENTS.c.seq)
-            .where(
-                EVENTS.c.conversation_id == conversation.conversation_id,
-                EVENTS.c.thread_id == thread,
-                EVENTS.c.kind == "event",
-            )
-            .order_by(EVENTS.c.seq.desc())
-            .limit(1)
-            .scalar_subquery()
-        )
+        params = {"conversation_id": conversation.conversation_id, "thread_id": thread}
         async with self._db.read() as conn:
-            row = (await conn.execute(select(transcript, events))).one()
+            row = (await conn.execute(_POSITIONS, params)).one()
         return row[0], row[1]
 
     @classmethod

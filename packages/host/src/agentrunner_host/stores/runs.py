@@ -22,6 +22,7 @@ from agentrunner_host.stores._connections import Database, now_ms
 from agentrunner_host.stores.tables import JSONText, ResultRow, RunRow
 
 from ._batch import Coalescer
+from ._compiled import hot
 from ._facts import known_events, write_facts
 from .errors import DuplicateEventStoredError, RunExistsError, RunStateError
 from .journal import (
@@ -228,7 +229,9 @@ def _run_row(start: RunStart, owner_host: str | None) -> dict[str, Any]:
     }
 
 
-_GROUP_FINISH: Final = (
+_INSERT_RUNS: Final = hot(insert(RUNS))
+_INSERT_RESULTS: Final = hot(insert(RESULTS))
+_FINISH: Final = hot(
     update(RUNS)
     .where(RUNS.c.run_id == bindparam("b_run_id"), RUNS.c.status == "running")
     .values(
@@ -239,6 +242,17 @@ _GROUP_FINISH: Final = (
         usage=bindparam("b_usage", type_=JSONText()),
     )
 )
+
+
+def _finish_params(finish: RunFinish) -> dict[str, Any]:
+    return {
+        "b_run_id": finish.run_id,
+        "b_status": finish.status,
+        "b_code": finish.code,
+        "b_message": finish.message,
+        "b_ended_at": finish.ended_at,
+        "b_usage": finish.usage,
+    }
 
 
 def _result_row(result: ResultRecord) -> dict[str, Any]:
@@ -331,7 +345,7 @@ class RunStore:
                 known = await known_events(conn, [e.event_id for e in triggers])
                 if known:
                     raise DuplicateEventStoredError(next(iter(known)))
-            await conn.execute(insert(RUNS), [_run_row(s, self.owner_host) for s in starts])
+            await conn.execute(_INSERT_RUNS, [_run_row(s, self.owner_host) for s in starts])
             await write_facts(
                 conn,
                 self._db.dialect,
@@ -351,17 +365,7 @@ class RunStore:
         async def work(conn: AsyncConnection, careful: bool) -> None:
             if len(finishes) == 1:
                 finish = finishes[0]
-                updated = await conn.execute(
-                    update(RUNS)
-                    .where(RUNS.c.run_id == finish.run_id, RUNS.c.status == "running")
-                    .values(
-                        status=finish.status,
-                        code=finish.code,
-                        message=finish.message,
-                        ended_at=finish.ended_at,
-                        usage=finish.usage,
-                    )
-                )
+                updated = await conn.execute(_FINISH, _finish_params(finish))
                 if updated.rowcount != 1:
                     raise RunStateError(f"run {finish.run_id} is unknown or not running")
             elif finishes:
@@ -373,26 +377,13 @@ class RunStore:
                 )
                 if len(set(found.scalars().all())) != len(run_ids):
                     raise RunStateError("a run of the group is unknown, not running, or finished twice")
-                await conn.execute(
-                    _GROUP_FINISH,
-                    [
-                        {
-                            "b_run_id": f.run_id,
-                            "b_status": f.status,
-                            "b_code": f.code,
-                            "b_message": f.message,
-                            "b_ended_at": f.ended_at,
-                            "b_usage": f.usage,
-                        }
-                        for f in finishes
-                    ],
-                )
+                await conn.execute(_FINISH, [_finish_params(f) for f in finishes])
             if entry.side:
                 await apply_state_writes(conn, self._db.dialect, entry.side, now=now_ms())
             results = [_result_row(r) for r in entry.results]
             results.extend(_result_row(r) for f in finishes for r in f.results)
             if results:
-                await conn.execute(insert(RESULTS), results)
+                await conn.execute(_INSERT_RESULTS, results)
             if finishes:
                 await write_facts(
                     conn,

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Final, cast
 
 from agentrunner import MAX_STATE_VALUE_BYTES, _json
-from sqlalchemy import RowMapping, Table, delete, func, select, update
+from sqlalchemy import RowMapping, Table, bindparam, delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from agentrunner_host.access import StateOwner
@@ -42,6 +42,27 @@ MAX_JSON_DEPTH: Final = 64
 """Deepest nesting a value may have."""
 
 STATE: Final = cast(Table, StateRow.__table__)
+
+# The snapshot's statements are built once with bound parameters: building a windowed select per run cost more
+# CPU than executing it, and a prebuilt statement also hits SQLAlchemy's compiled cache by identity.
+_RANKED: Final = (
+    select(
+        STATE.c.owner_hash,
+        STATE.c.key,
+        STATE.c.size,
+        func.row_number().over(partition_by=STATE.c.owner_hash, order_by=STATE.c.key).label("rank"),
+    )
+    .where(STATE.c.owner_hash.in_(bindparam("owners", expanding=True)))
+    .subquery()
+)
+_SNAPSHOT_SIZES: Final = (
+    select(_RANKED.c.owner_hash, _RANKED.c.key, _RANKED.c.size)
+    .where(_RANKED.c.rank <= bindparam("per_scope"))
+    .order_by(_RANKED.c.owner_hash, _RANKED.c.key)
+)
+_SNAPSHOT_VALUES: Final = select(STATE.c.key, STATE.c.value).where(
+    STATE.c.owner_hash == bindparam("owner"), STATE.c.key.in_(bindparam("keys", expanding=True))
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -344,24 +365,12 @@ class StateStore:
         if self._settled is not None:
             await self._settled()
         by_hash = {digest(owner_text(owner)): name for name, owner in owners.items()}
-        # One bounded read for every scope: the first keys of each owner (a window per owner), sizes only.
-        ranked = (
-            select(
-                STATE.c.owner_hash,
-                STATE.c.key,
-                STATE.c.size,
-                func.row_number().over(partition_by=STATE.c.owner_hash, order_by=STATE.c.key).label("rank"),
-            )
-            .where(STATE.c.owner_hash.in_(list(by_hash)))
-            .subquery()
-        )
-        sized_stmt = (
-            select(ranked.c.owner_hash, ranked.c.key, ranked.c.size)
-            .where(ranked.c.rank <= max(0, max_keys_per_scope))
-            .order_by(ranked.c.owner_hash, ranked.c.key)
-        )
         async with self._db.read() as conn:
-            sized = (await conn.execute(sized_stmt)).all()
+            sized = (
+                await conn.execute(
+                    _SNAPSHOT_SIZES, {"owners": list(by_hash), "per_scope": max(0, max_keys_per_scope)}
+                )
+            ).all()
             if not sized:
                 return out
             rows_by_owner: dict[str, list[tuple[str, int]]] = {}
@@ -378,11 +387,7 @@ class StateStore:
             if not chosen:
                 return out
             for owner_hash, keys in chosen.items():
-                rows = await conn.execute(
-                    select(STATE.c.key, STATE.c.value).where(
-                        STATE.c.owner_hash == owner_hash, STATE.c.key.in_(keys)
-                    )
-                )
+                rows = await conn.execute(_SNAPSHOT_VALUES, {"owner": owner_hash, "keys": keys})
                 values = {key: _json.loads(value) for key, value in rows}
                 out[by_hash[owner_hash]] = {key: values[key] for key in keys if key in values}
         return out
