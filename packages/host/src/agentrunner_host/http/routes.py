@@ -263,14 +263,16 @@ async def cancel_run(request: Request) -> Response:
     run_id = _path_id(request, "run_id")
     feed = service.feed(run_id)
     cancelled = await service.cancel(run_id)
-    cancelling = feed is not None and feed.handle.cancel_requested is not None
-    if cancelling and feed is not None:
+    # a run another host executes: the request was handed to that host (cancelled is then True)
+    forwarded = feed is None and cancelled
+    cancelling = forwarded or (feed is not None and feed.handle.cancel_requested is not None)
+    if cancelling:
         # Let the run record its cancellation so the answer shows the final status. asyncio.timeout, never
         # wait_for (which can swallow this request's own cancellation on 3.11); the host force-ends a run that
         # ignores its cancellation, so a run still live after the settle time is answered as "cancelling".
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(_CANCEL_SETTLE_SECONDS):
-                await feed.outcome()
+                await service.wait_ended(run_id)
     view = await service.run(run_id)
     if not cancelling and view.status == "running":
         raise ApiError(

@@ -14,14 +14,20 @@ import contextlib
 import logging
 import os
 import secrets
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Generator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from agentrunner import AgentRunner, AgentRunnerManifest, InvalidRunnerIdError, RunnerId
+from agentrunner import (
+    TERMINAL_RESULT_TYPES,
+    AgentRunner,
+    AgentRunnerManifest,
+    InvalidRunnerIdError,
+    RunnerId,
+)
 from agentrunner import _json as json
 from agentrunner.wire.loader import ENTRY_POINT_GROUP
 from alembic.script import ScriptDirectory
@@ -50,7 +56,7 @@ from agentrunner_host.registry import PluginFailure, RunnerDescriptor
 from agentrunner_host.runtime import RuntimeManager, RuntimeOptions
 from agentrunner_host.stores import AGENTS_CHANNEL, HostStores, ResultRecord
 from agentrunner_host.stores.engine import alembic_config, create_engine, current_revision, upgrade
-from agentrunner_host.stores.tables import ResultRow, RunRow
+from agentrunner_host.stores.tables import PG_RESULTS_CHANNEL, ResultRow, RunRow
 
 if TYPE_CHECKING:
     from agentrunner_host.runtime.process import RuntimeOptions
@@ -78,6 +84,11 @@ log = logging.getLogger("agentrunner.service")
 CURSOR_KEY_FILE: Final = "cursor.key"
 """File in the data directory holding the key that signs history cursors (so they survive restarts)."""
 _POLL_SECONDS: Final = 0.25
+"""Seconds between two reads of a run another process executes, where nothing announces its results (SQLite)."""
+_FOLLOW_SAFETY_SECONDS: Final = 5.0
+"""Seconds a reader of another host's run waits for an announcement before it reads the store anyway."""
+CANCEL_CHANNEL: Final = "agentrunner_cancel"
+"""PostgreSQL ``NOTIFY`` channel of cancel requests (payload: the run id); the run's owner acts on it."""
 _AGENTS_POLL_SQLITE: Final = 1.0
 """Seconds between two reads of the definitions' version counter on SQLite (no notifications there)."""
 _AGENTS_POLL_LISTENING: Final = 30.0
@@ -223,12 +234,14 @@ class HostService:
         self._installed = installed
         self._feeds: dict[str, RunFeed] = {}
         self._pumps: set[asyncio.Task[None]] = set()
+        self._cancels: set[asyncio.Task[bool]] = set()
         self._closing = False
         self.notifications = notifications or Notifications(engine)
         """Announcements from the other hosts of the database (PostgreSQL)."""
         self.membership = membership
         """This host's registration and lease (``None`` for a service built without :meth:`open`)."""
         self._agents_changed = asyncio.Event()
+        self._run_watchers: dict[str, set[asyncio.Event]] = {}
         self.definitions_loaded = asyncio.Condition()
         """Notified every time agents and bindings changed elsewhere were loaded (tests wait on it)."""
         self._watchers: list[asyncio.Task[None]] = []
@@ -354,7 +367,10 @@ class HostService:
     async def _start_watching(self) -> None:
         notifications = self.notifications
         notifications.subscribe(AGENTS_CHANNEL, lambda _payload: self._agents_changed.set())
+        notifications.subscribe(PG_RESULTS_CHANNEL, self._on_results)
+        notifications.subscribe(CANCEL_CHANNEL, self._on_cancel)
         notifications.on_reconnect(self._agents_changed.set)
+        notifications.on_reconnect(self._wake_all)
         await notifications.start()
         if self.membership is not None:
             self.membership.start()
@@ -515,37 +531,116 @@ class HostService:
     async def follow(self, run_id: str, *, after: int = 0) -> AsyncIterator[ReplayItem]:
         """Every result after *after*: replayed from the store, then live until the run ends.
 
-        A run live in this process is read from its feed; a run another process is executing is polled in
-        the store until it ends. Raises :class:`NotFoundError` for an unknown run.
+        A run live in this process is read from its feed. A run another host (or process) is executing is
+        read from the store, page by page, waking up when PostgreSQL announces a commit of its results; on
+        SQLite, which announces nothing, the store is polled. Raises :class:`NotFoundError` for an unknown run.
         """
         feed = self._feeds.get(run_id)
         if feed is None:
-            record = await self.stores.runs.get(run_id)
-            if record is None:
+            if await self.stores.runs.get(run_id) is None:
                 raise NotFoundError(f"run {run_id!r} does not exist")
-            while record is not None and record.status == "running" and run_id not in self._feeds:
-                await asyncio.sleep(_POLL_SECONDS)
-                record = await self.stores.runs.get(run_id)
-            feed = self._feeds.get(run_id)
-        if feed is not None:
-            async for item in feed.follow(after=after):
-                yield ReplayItem.of(item)
-            return
-        cursor = after
-        while True:
-            page = await self.stored_results(run_id, after=cursor, limit=REPLAY_PAGE)
-            for item in page:
+            async for item in self._follow_stored(run_id, after=after):
                 yield item
-                cursor = item.host_seq
-            if len(page) < REPLAY_PAGE:
-                return
+            return
+        async for item in feed.follow(after=after):
+            yield ReplayItem.of(item)
+
+    async def _follow_stored(self, run_id: str, *, after: int) -> AsyncIterator[ReplayItem]:
+        cursor = after
+        with self._watching(run_id) as wake:
+            while True:
+                wake.clear()
+                page = await self.stored_results(run_id, after=cursor, limit=REPLAY_PAGE)
+                for item in page:
+                    yield item
+                    cursor = item.host_seq
+                    if item.type in TERMINAL_RESULT_TYPES:
+                        return
+                if len(page) == REPLAY_PAGE:
+                    continue
+                if not page and not await self._still_running(run_id):
+                    # ended: its terminal is committed with its end, so one more read sees everything
+                    for item in await self.stored_results(run_id, after=cursor, limit=REPLAY_PAGE):
+                        yield item
+                        if item.type in TERMINAL_RESULT_TYPES:
+                            return
+                    return
+                await self._wait_for_news(wake)
+
+    async def _still_running(self, run_id: str) -> bool:
+        record = await self.stores.runs.get(run_id)
+        return record is not None and record.status == "running"
+
+    async def _wait_for_news(self, wake: asyncio.Event) -> None:
+        interval = _FOLLOW_SAFETY_SECONDS if self.notifications.listening else _POLL_SECONDS
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(interval):
+                await wake.wait()
+
+    @contextlib.contextmanager
+    def _watching(self, run_id: str) -> Generator[asyncio.Event]:
+        """An event set whenever results of *run_id* are announced (or announcements may have been lost)."""
+        wake = asyncio.Event()
+        watchers = self._run_watchers.setdefault(run_id, set())
+        watchers.add(wake)
+        try:
+            yield wake
+        finally:
+            watchers.discard(wake)
+            if not watchers:
+                self._run_watchers.pop(run_id, None)
+
+    def _on_results(self, payload: str) -> None:
+        run_id, _, _seq = payload.rpartition(" ")
+        for wake in self._run_watchers.get(run_id, ()):
+            wake.set()
+
+    def _wake_all(self) -> None:
+        for watchers in self._run_watchers.values():
+            for wake in watchers:
+                wake.set()
+
+    def _on_cancel(self, payload: str) -> None:
+        if self.host.orchestrator.handle(payload) is None:
+            return  # not ours (or already ended): the owner is another host
+        task = asyncio.create_task(
+            self.host.orchestrator.cancel(payload, reason="cancelled through the API of another host"),
+            name=f"agentrunner-cancel-{payload}",
+        )
+        self._cancels.add(task)
+        task.add_done_callback(self._cancels.discard)
+
+    async def wait_ended(self, run_id: str) -> None:
+        """Wait until the run is no longer ``running`` in the store (whichever host executes it)."""
+        feed = self._feeds.get(run_id)
+        if feed is not None:
+            await feed.outcome()
+            return
+        with self._watching(run_id) as wake:
+            while await self._still_running(run_id):
+                await self._wait_for_news(wake)
+                wake.clear()
 
     async def cancel(self, run_id: str) -> bool:
-        """Cancel a live run; False when it is not live here. Raises :class:`NotFoundError` for an unknown run."""
+        """Cancel a run: a live run here at once; a run another host executes through that host (PostgreSQL
+        announces the request to it). False when the run is not running, or runs in another process this
+        host cannot reach (SQLite). Raises :class:`NotFoundError` for an unknown run."""
         if await self.host.orchestrator.cancel(run_id, reason="cancelled through the API"):
             return True
-        if self._feeds.get(run_id) is None and await self.stores.runs.get(run_id) is None:
+        if self._feeds.get(run_id) is not None:
+            return False
+        record = await self.stores.runs.get(run_id)
+        if record is None:
             raise NotFoundError(f"run {run_id!r} does not exist")
+        mine = None if self.membership is None else self.membership.host_id
+        if (
+            record.status == "running"
+            and self.notifications.listening
+            and record.owner_host is not None
+            and record.owner_host != mine
+        ):
+            await self.notifications.notify(CANCEL_CHANNEL, run_id)
+            return True
         return False
 
     # -- runners and health ------------------------------------------------------------------------------------

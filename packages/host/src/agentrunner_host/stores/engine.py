@@ -150,12 +150,21 @@ def alembic_config() -> Config:
 
 
 async def upgrade(engine: AsyncEngine, *, revision: str = "head") -> None:
-    """Migrate the database to *revision* (default: the newest) in one transaction."""
+    """Migrate the database to *revision* (default: the newest) in one transaction; on PostgreSQL under an
+    advisory lock, so hosts starting together migrate one at a time (the later ones find it done)."""
     async with engine.begin() as connection:
         await connection.run_sync(_upgrade_sync, revision)
 
 
+MIGRATION_LOCK_KEY: Final = 0x61676E7472756E  # "agntrun"
+"""PostgreSQL advisory lock held by a migration: hosts starting together migrate one after the other."""
+
+
 def _upgrade_sync(connection: Connection, revision: str) -> None:
+    if connection.dialect.name == "postgresql":
+        # Several hosts may start at once against one database: without the lock their first migrations race
+        # (duplicate CREATE TABLE). Released when the migration's transaction ends.
+        connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK_KEY})")
     config = alembic_config()
     config.attributes["connection"] = connection
     command.upgrade(config, revision)
