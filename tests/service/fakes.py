@@ -72,3 +72,28 @@ class FakeSecretiveRunner(AgentRunner):
 def install_fakes(service: HostService, *runners: AgentRunner) -> None:
     """Register the fake plugin in the service's registry (its runners are then available like any other)."""
     service.host.registry.add(InProcessConnection(FAKE_PLUGIN, runners, handler=service.host.dispatcher))
+
+
+FAST_RUNNER_ID = "plugin:test/fake/fast"
+
+
+class FakeFastStreamer(AgentRunner):
+    """Streams ``config.count`` deltas (default: a million) ``config.delay_ms`` apart (default 0: as fast as
+    they are consumed), then completes; it yields to the event loop between deltas, so a cancellation lands at
+    any of them."""
+
+    manifest: ClassVar[AgentRunnerManifest] = AgentRunnerManifest(
+        id=FAST_RUNNER_ID,
+        name="fast",
+        label=I18nObject(en_US="Fake fast streamer"),
+        capabilities=AgentRunnerCapabilities(streaming=True, interrupt=True),
+    )
+
+    async def run(self, ctx: AgentRunContext, api: AgentRunAPI) -> AsyncIterator[AgentRunResult]:
+        out = self.emitter(ctx)
+        delay = float(ctx.config.get("delay_ms", 0)) / 1000
+        for i in range(int(ctx.config.get("count", 1_000_000))):
+            yield out.delta(f"d{i} ")
+            await asyncio.sleep(delay)
+        yield out.message("done")
+        yield out.complete()
