@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import signal
 import sys
 from collections.abc import AsyncIterator
 
@@ -144,3 +146,59 @@ async def test_agentrunner_plugin_connects_over_a_websocket(server: RemoteRuntim
         if proc.returncode is None:
             proc.kill()
             await proc.wait()
+
+
+async def _runtime_process(url: str) -> asyncio.subprocess.Process:
+    """``agentrunner-plugin --connect``: a remote runtime in a process of its own (its loop can block)."""
+    env = {"PATH": os.environ["PATH"], TOKEN_ENV: TOKEN}
+    return await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "agentrunner.wire.plugin",
+        "--plugin-dir",
+        str(ECHO_DIR),
+        "--connect",
+        url,
+        env=env,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+
+
+async def test_a_remote_runtime_that_stops_answering_is_dropped_and_a_reconnecting_one_serves(
+    handler: FakeBackCallHandler,
+) -> None:
+    """A runner blocks the remote runtime's event loop (``time.sleep``): its TCP connection stays open, but the
+    liveness ping goes unanswered, so its live runs end ``runtime.unresponsive`` and the connection is dropped.
+    A runtime that connects again (as its supervisor would start it) serves the next run."""
+    server = RemoteRuntimeServer(
+        handler, tokens={"tests/echo": TOKEN}, connect_timeout=60.0, ping_interval=0.2, ping_timeout=2.0
+    )
+    await server.start()
+    first = await _runtime_process(server.url)
+    second: asyncio.subprocess.Process | None = None
+    grandchild: int | None = None
+    try:
+        conn = server.connection("tests/echo")
+        sibling = conn.run(make_request("sleeper", run_id="ws-sibling"))
+        await anext(sibling)
+        blocker = conn.run(make_request("spawner", run_id="ws-blocked"))
+        said = await anext(blocker)
+        assert isinstance(said, dict)
+        grandchild = _json.loads(said["data"]["message"]["content"])["grandchild"]
+        for stream in (blocker, sibling):
+            with pytest.raises(RunnerTransportError, match="no answer to a liveness ping") as info:
+                await anext(stream)
+            assert info.value.code == "runtime.unresponsive" and info.value.retryable
+        assert not conn.connected
+        second = await _runtime_process(server.url)
+        results = await _results(conn, "streamer", "ws-after", count=3)
+        assert results[-1]["type"] == "run.completed"
+    finally:
+        await server.aclose()
+        for proc in (first, second):
+            if proc is not None and proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+        if grandchild is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(grandchild, signal.SIGKILL)

@@ -34,7 +34,7 @@ from .discovery import PluginSpec
 from .environment import DEFAULT_ENV_ALLOWLIST, Redactor, build_child_env
 from .process_group import ProcessGroup
 from .sandbox import QUOTA_EXCEEDED, PluginUser, ProcessLimits, quota_breach
-from .session import CLOSED, CRASHED, START_FAILED, UNRESPONSIVE, WireSession
+from .session import CLOSED, CRASHED, START_FAILED, WireSession
 
 __all__ = ["RuntimeOptions", "SubprocessRunnerConnection", "default_command"]
 
@@ -450,29 +450,15 @@ class SubprocessRunnerConnection:
         child = started
         if options.ping_interval is not None:
             child.watchdog = asyncio.create_task(
-                self._watch(session, options.ping_interval, options.ping_timeout),
+                session.keepalive(
+                    interval=options.ping_interval,
+                    timeout=options.ping_timeout,
+                    then="killing its process group",
+                ),
                 name=f"agentrunner-ping-{self.plugin_id}",
             )
         _log.info("plugin %s started (pid %d)", self.plugin_id, proc.pid)
         return child
-
-    async def _watch(self, session: WireSession, interval: float, timeout: float) -> None:
-        """Ping the child while it lives; one that stops answering is failed, which kills its process group."""
-        while session.alive:
-            await asyncio.sleep(interval)
-            if not session.alive:
-                return
-            try:
-                await session.ping(timeout=timeout)
-            except TimeoutError:
-                session.fail(
-                    UNRESPONSIVE,
-                    f"plugin {self.plugin_id}: no answer to a liveness ping within {timeout:g}s (a blocked event"
-                    " loop?); killing its process group",
-                )
-                return
-            except RunnerTransportError:
-                return
 
     def _exit_message(self, returncode: int | None) -> str:
         if returncode is None:

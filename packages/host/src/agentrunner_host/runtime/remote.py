@@ -80,16 +80,23 @@ class RemoteRunnerConnection:
         try:
             # asyncio.timeout, never wait_for: a run's task waits here, and wait_for can swallow its cancel.
             async with asyncio.timeout(self.connect_timeout):
-                await self._connected.wait()
+                while True:
+                    session = self._session
+                    if session is not None and session.alive:
+                        return session
+                    if self._closed:
+                        raise RunnerTransportError(
+                            CLOSED, f"plugin {self._plugin_id}: the connection is closed"
+                        )
+                    # A session that failed (dropped, unresponsive) and is not detached yet is as good as none:
+                    # wait for the runtime to connect again.
+                    self._connected.clear()
+                    await self._connected.wait()
         except TimeoutError:
             raise RunnerTransportError(
                 UNAVAILABLE,
                 f"plugin {self._plugin_id}: no runtime connected within {self.connect_timeout:g}s",
             ) from None
-        session = self._session
-        if session is None or not session.alive:
-            raise RunnerTransportError(UNAVAILABLE, f"plugin {self._plugin_id}: the runtime went away")
-        return session
 
     async def list_runners(self) -> list[dict[str, Any]]:
         """The connected runtime's runner manifests (those of other plugins are dropped by the session owner)."""
@@ -127,6 +134,12 @@ class RemoteRunnerConnection:
 class RemoteRuntimeServer:
     """Accepts remote runtimes on a WebSocket endpoint, each authenticated by its plugin's token.
 
+    Each connected runtime is pinged every *ping_interval* seconds (``None``: never); one that has not answered
+    within *ping_timeout* ends its live runs ``runtime.unresponsive`` and loses its connection. A run the host
+    left (cancel, deadline) that the runtime has not ended within *cancel_grace* seconds means a runner ignores
+    its cancellation: the connection is dropped the same way, its other runs end ``runtime.restarted``. The
+    runtime's supervisor reconnects; the new connection serves the next runs.
+
     >>> server = RemoteRuntimeServer(handler, tokens={"acme/dify": token})   # doctest: +SKIP
     >>> await server.start()                                                 # doctest: +SKIP
     >>> conn = server.connection("acme/dify")                                # doctest: +SKIP
@@ -143,6 +156,9 @@ class RemoteRuntimeServer:
         result_window: int = DEFAULT_RESULT_WINDOW,
         handshake_timeout: float = 10.0,
         connect_timeout: float = 10.0,
+        ping_interval: float | None = 10.0,
+        ping_timeout: float = 10.0,
+        cancel_grace: float | None = 5.0,
     ) -> None:
         for plugin_id, token in tokens.items():
             if len(token) < 16:
@@ -155,6 +171,12 @@ class RemoteRuntimeServer:
         self._result_window = result_window
         self._handshake_timeout = handshake_timeout
         self._connect_timeout = connect_timeout
+        # A remote runtime that stops answering (a blocked event loop) keeps its TCP connection open, so only a
+        # wire-level ping tells: its session fails runtime.unresponsive, its runs end, and the connection is
+        # dropped; the runtime's own supervisor reconnects (a new connection replaces a dead one at once).
+        self._ping_interval = ping_interval
+        self._ping_timeout = ping_timeout
+        self._cancel_grace = cancel_grace
         self._connections: dict[str, RemoteRunnerConnection] = {}
         self._server: Server | None = None
 
@@ -242,6 +264,7 @@ class RemoteRuntimeServer:
             result_window=self._result_window,
             max_frame_bytes=self._max_frame_bytes,
             on_failure=lambda _error: ended.set(),
+            cancel_grace=self._cancel_grace,
         )
         try:
             await session.handshake(timeout=self._handshake_timeout)
@@ -254,8 +277,21 @@ class RemoteRuntimeServer:
         _log.info("remote runtime of %s connected from %s", plugin_id, websocket.remote_address)
         if replaced is not None:
             await replaced.aclose()
+        watchdog: asyncio.Task[None] | None = None
+        if self._ping_interval is not None:
+            watchdog = asyncio.create_task(
+                session.keepalive(
+                    interval=self._ping_interval,
+                    timeout=self._ping_timeout,
+                    then="the host drops its connection",
+                ),
+                name=f"agentrunner-ping-remote-{plugin_id}",
+            )
         try:
             await ended.wait()
         finally:
+            if watchdog is not None:
+                watchdog.cancel()
+                await asyncio.gather(watchdog, return_exceptions=True)
             connection.detach(session)
             await session.aclose()

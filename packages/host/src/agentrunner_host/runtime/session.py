@@ -265,6 +265,26 @@ class WireSession:
         """Round trip a ``ping``."""
         await self._request(lambda i: PingFrame(id=i), timeout=timeout)
 
+    async def keepalive(self, *, interval: float, timeout: float, then: str) -> None:
+        """Ping the runtime every *interval* seconds while the session lives. One that has not answered within
+        *timeout* is unresponsive (a blocked event loop, a peer that stopped reading): the session fails with
+        ``runtime.unresponsive``, ending its live runs; *then* says what the owner does about it (for the log)."""
+        while self.alive:
+            await asyncio.sleep(interval)
+            if not self.alive:
+                return
+            try:
+                await self.ping(timeout=timeout)
+            except TimeoutError:
+                self.fail(
+                    UNRESPONSIVE,
+                    f"plugin {self.plugin_id}: no answer to a liveness ping within {timeout:g}s (a blocked event"
+                    f" loop?); {then}",
+                )
+                return
+            except RunnerTransportError:
+                return
+
     async def run(self, request: AgentRunRequest) -> AsyncGenerator[RawResult, None]:
         """Start a run and yield its results (undecoded dicts with ``sequence`` set) in order.
 
