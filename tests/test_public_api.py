@@ -244,6 +244,7 @@ _STORES_API = [
     "StateItem",
     "StateKey",
     "StateStore",
+    "StateTTL",
     "StateVersionConflict",
     "StateWrite",
     "StorageItem",

@@ -25,6 +25,7 @@ from .model import (
     IsolationConfig,
     RunnersConfig,
     SecurityConfig,
+    StateConfig,
     is_loopback_host,
     token_weakness,
 )
@@ -56,6 +57,7 @@ __all__ = (
     "RunnersConfig",
     "ClusterConfig",
     "SecurityConfig",
+    "StateConfig",
     "DefaultsConfig",
     "BindingSpec",
     "DEFAULT_HTTP_PORT",

@@ -6,7 +6,7 @@ import ipaddress
 import math
 import re
 from collections import Counter
-from typing import Final, Literal
+from typing import Annotated, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -200,6 +200,31 @@ class IsolationConfig(_Section):
     """``agentrunner serve`` removes the variables it read secrets from out of its own environment once read."""
 
 
+class StateConfig(_Section):
+    """``[state]``: how long host-owned state values live after their last write."""
+
+    ttl_seconds: dict[
+        Literal["conversation", "actor", "subject", "runner", "binding", "workspace"], float
+    ] = {}
+    """Scope → seconds a value lives after its last write, e.g. ``{ conversation = 2592000 }``; scopes not
+    named never expire."""
+    key_ttl_seconds: dict[str, Annotated[float, Field(ge=0)]] = {}
+    """Key (or key prefix ending in ``*``) → seconds, in any scope; wins over the scope's rule (an exact key
+    first, then the longest prefix). 0 keeps the key forever."""
+    sweep_interval_seconds: float = Field(default=3600.0, gt=0)
+    """How often expired values (and expired artifacts) are deleted; they are unreadable from the moment they
+    expire."""
+
+    @model_validator(mode="after")
+    def _positive(self) -> StateConfig:
+        for scope, ttl in self.ttl_seconds.items():
+            if ttl <= 0:
+                raise ValueError(
+                    f"state.ttl_seconds.{scope} must be more than 0 (leave a scope out to keep it)"
+                )
+        return self
+
+
 class DefaultsConfig(_Section):
     """``[defaults]``: the zero-configuration behaviour."""
 
@@ -296,6 +321,8 @@ class HostConfig(_Section):
     """Zero-configuration behaviour."""
     security: SecurityConfig = SecurityConfig()
     """What runners may do."""
+    state: StateConfig = StateConfig()
+    """Lifetime of host-owned state."""
     models: list[ModelConfig] = []
     """Model providers."""
     mcp_servers: list[MCPServerConfig] = []

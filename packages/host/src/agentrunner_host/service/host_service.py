@@ -54,7 +54,7 @@ from agentrunner_host.orchestrator import DeliveredResult
 from agentrunner_host.redaction import ResultRedactor, known_secrets
 from agentrunner_host.registry import PluginFailure, RunnerDescriptor
 from agentrunner_host.runtime import RuntimeManager, RuntimeOptions
-from agentrunner_host.stores import AGENTS_CHANNEL, HostStores, ResultRecord
+from agentrunner_host.stores import AGENTS_CHANNEL, HostStores, ResultRecord, StateTTL
 from agentrunner_host.stores.engine import alembic_config, create_engine, current_revision, upgrade
 from agentrunner_host.stores.tables import PG_RESULTS_CHANNEL, ResultRow, RunRow
 
@@ -266,6 +266,9 @@ class HostService:
                 engine, data_dir=settings.data_dir, flush_window=config.result_flush_ms / 1000
             )
             stack.push_async_callback(stores.aclose)
+            ttl = config.state
+            scopes: dict[str, float] = {scope: seconds for scope, seconds in ttl.ttl_seconds.items()}
+            stores.state.ttl = StateTTL(scopes=scopes, keys=ttl.key_ttl_seconds)
             cluster = config.cluster
             membership = Membership(
                 stores.hosts,
@@ -375,12 +378,32 @@ class HostService:
         if self.membership is not None:
             self.membership.start()
         self._watchers.append(asyncio.create_task(self._watch_agents(), name="agentrunner-agents-watch"))
+        self._watchers.append(asyncio.create_task(self._sweep(), name="agentrunner-sweep"))
 
     async def _stop_watching(self) -> None:
         for task in self._watchers:
             task.cancel()
         await asyncio.gather(*self._watchers, return_exceptions=True)
         self._watchers.clear()
+
+    async def sweep_expired(self) -> tuple[int, int]:
+        """Delete expired state values and artifacts now (the sweeper does it every
+        ``[state] sweep_interval_seconds``); returns how many of each."""
+        state = await self.stores.state.sweep_expired()
+        artifacts = await self.stores.artifacts.sweep_expired()
+        if state or artifacts:
+            log.info("swept %d expired state value(s) and %d expired artifact(s)", state, artifacts)
+        return state, artifacts
+
+    async def _sweep(self) -> None:
+        interval = self.settings.config.state.sweep_interval_seconds
+        while True:
+            try:
+                await self.sweep_expired()
+            except Exception as exc:
+                # expired values stay unreadable meanwhile; the next round tries again
+                log.error("sweeping expired state and artifacts failed: %s", exc)
+            await asyncio.sleep(interval)
 
     async def _watch_agents(self) -> None:
         """Reload agents and bindings changed by another host or process: when PostgreSQL announces it, else

@@ -33,7 +33,7 @@ from .idempotency import IdempotencyStore
 from .journal import DEFAULT_FLUSH_WINDOW, ResultLog, ResultLogError
 from .records import Role, TranscriptItemType
 from .runs import HOST_RESTARTED, ResultRecord, RunFinish, RunRecord, RunStart, RunStatus, RunStore
-from .state import StateItem, StateKey, StateStore, StateWrite
+from .state import StateItem, StateKey, StateStore, StateTTL, StateWrite
 from .storage import DEFAULT_STORAGE_MAX_BYTES, StorageItem, StorageKey, StorageStore
 from .transcript import MAX_SEARCH_TOP_K, StoredTranscriptItem, Transcript, TranscriptEntry
 
@@ -75,6 +75,7 @@ __all__ = [
     "StateItem",
     "StateKey",
     "StateStore",
+    "StateTTL",
     "StateWrite",
     "StorageItem",
     "StorageKey",

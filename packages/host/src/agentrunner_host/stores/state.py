@@ -10,11 +10,25 @@ from __future__ import annotations
 
 import math
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final, cast
 
 from agentrunner import MAX_STATE_VALUE_BYTES, _json
-from sqlalchemy import RowMapping, Table, bindparam, delete, func, select, update
+from sqlalchemy import (
+    ColumnElement,
+    RowMapping,
+    Select,
+    Table,
+    and_,
+    bindparam,
+    case,
+    delete,
+    func,
+    literal,
+    not_,
+    select,
+    update,
+)
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from agentrunner_host.access import StateOwner
@@ -30,6 +44,7 @@ __all__ = [
     "StateItem",
     "StateKey",
     "StateStore",
+    "StateTTL",
     "StateWrite",
     "apply_state_writes",
     "encode_state_value",
@@ -60,6 +75,27 @@ _SNAPSHOT_SIZES: Final = (
     .where(_RANKED.c.rank <= bindparam("per_scope"))
     .order_by(_RANKED.c.owner_hash, _RANKED.c.key)
 )
+
+
+def _snapshot_sizes(alive: ColumnElement[bool]) -> Select[str, str, int]:
+    """:data:`_SNAPSHOT_SIZES` over the rows *alive* selects (the keys not expired)."""
+    ranked = (
+        select(
+            STATE.c.owner_hash,
+            STATE.c.key,
+            STATE.c.size,
+            func.row_number().over(partition_by=STATE.c.owner_hash, order_by=STATE.c.key).label("rank"),
+        )
+        .where(STATE.c.owner_hash.in_(bindparam("owners", expanding=True)), alive)
+        .subquery()
+    )
+    return (
+        select(ranked.c.owner_hash, ranked.c.key, ranked.c.size)
+        .where(ranked.c.rank <= bindparam("per_scope"))
+        .order_by(ranked.c.owner_hash, ranked.c.key)
+    )
+
+
 _SNAPSHOT_VALUES: Final = select(STATE.c.key, STATE.c.value).where(
     STATE.c.owner_hash == bindparam("owner"), STATE.c.key.in_(bindparam("keys", expanding=True))
 )
@@ -147,6 +183,55 @@ def prefix_filter(column: Any, prefix: str) -> list[Any]:
     return [column >= prefix, func.substr(column, 1, len(prefix)) == prefix]
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StateTTL:
+    """How long state values live after their last write, per scope and per key (``[state]``).
+
+    A key rule wins over a scope rule: an exact key first, then the longest ``prefix*``. ``0`` seconds means
+    never expires (a key kept under an expiring scope). The lifetime is counted from the value's last write and
+    applied when it is read, so a changed rule takes effect for stored values at once; an expired value is
+    unreadable (``get``, ``list`` and the run context's snapshot skip it, a compare-and-set sees the key unset)
+    and :meth:`StateStore.sweep_expired` deletes it."""
+
+    scopes: Mapping[str, float] = field(default_factory=dict[str, float])
+    """Scope (``conversation``, ``actor``, ...) → seconds."""
+    keys: Mapping[str, float] = field(default_factory=dict[str, float])
+    """Key, or key prefix ending in ``*`` → seconds."""
+
+    def __bool__(self) -> bool:
+        return bool(self.scopes or self.keys)
+
+    def _key_rules(self) -> list[tuple[str, bool, float]]:
+        """(key or prefix, is_prefix, seconds), most specific first: exact keys, then longer prefixes."""
+        exact = [(k, False, t) for k, t in self.keys.items() if not k.endswith("*")]
+        prefixes = [(k[:-1], True, t) for k, t in self.keys.items() if k.endswith("*")]
+        prefixes.sort(key=lambda rule: len(rule[0]), reverse=True)
+        return exact + prefixes
+
+    def seconds(self, scope: str, key: str) -> float | None:
+        """The lifetime of *key* in *scope* (``None``: forever)."""
+        for rule, is_prefix, ttl in self._key_rules():
+            if key.startswith(rule) if is_prefix else key == rule:
+                return ttl or None
+        ttl = self.scopes.get(scope)
+        return ttl or None
+
+    def alive(self, now: int) -> ColumnElement[bool] | None:
+        """A condition true for rows not expired at *now* (epoch ms); ``None`` when nothing expires."""
+        if not self:
+            return None
+
+        def cutoff(ttl: float) -> int:
+            return now - int(ttl * 1000) if ttl else -1  # updated_at > -1: never expires
+
+        whens: list[tuple[ColumnElement[bool], int]] = []
+        for rule, is_prefix, ttl in self._key_rules():
+            match = and_(*prefix_filter(STATE.c.key, rule)) if is_prefix else STATE.c.key == rule
+            whens.append((match, cutoff(ttl)))
+        whens += [(STATE.c.scope == scope, cutoff(ttl)) for scope, ttl in self.scopes.items()]
+        return STATE.c.updated_at > case(*whens, else_=literal(-1))
+
+
 @dataclass(frozen=True, slots=True)
 class StateWrite:
     """A state update a run's result carries, committed with that result (see :mod:`.journal`)."""
@@ -212,9 +297,17 @@ class StateStore:
     yet (*settled*), so a run reading a key after updating it sees its own update.
     """
 
-    def __init__(self, db: Database, *, settled: Callable[[], Awaitable[None]] | None = None) -> None:
+    def __init__(
+        self,
+        db: Database,
+        *,
+        settled: Callable[[], Awaitable[None]] | None = None,
+        ttl: StateTTL | None = None,
+    ) -> None:
         self._db = db
         self._settled = settled
+        self.ttl = ttl or StateTTL()
+        """How long values live (set from ``[state]`` when the service opens)."""
 
     def _item(self, owner: StateOwner, m: RowMapping) -> StateItem:
         return StateItem(
@@ -232,6 +325,9 @@ class StateStore:
         if self._settled is not None:
             await self._settled()
         stmt = select(STATE).where(STATE.c.owner_hash == digest(owner_text(owner)), STATE.c.key == key)
+        alive = self.ttl.alive(now_ms())
+        if alive is not None:
+            stmt = stmt.where(alive)
         async with self._db.read() as conn:
             row = (await conn.execute(stmt)).mappings().first()
         return None if row is None else self._item(owner, row)
@@ -261,8 +357,17 @@ class StateStore:
             STATE.c.updated_at,
         )
 
+        expires = self.ttl.seconds(owner.scope, key) is not None
+
         async def work(conn: AsyncConnection) -> StateItem:
             now = now_ms()
+            alive = self.ttl.alive(now) if expires else None
+            if alive is not None:
+                # An expired value is gone: the write starts the key afresh (version 1) and a compare-and-set
+                # sees it unset, as a reader would.
+                await conn.execute(
+                    delete(STATE).where(STATE.c.owner_hash == owner_hash, STATE.c.key == key, not_(alive))
+                )
             if expected_version is None or expected_version == 0:
                 stmt = insert_for(self._db.dialect, STATE).values(
                     owner_hash=owner_hash,
@@ -341,6 +446,9 @@ class StateStore:
         )
         if prefix:
             stmt = stmt.where(*prefix_filter(STATE.c.key, prefix))
+        alive = self.ttl.alive(now_ms())
+        if alive is not None:
+            stmt = stmt.where(alive)
         if after_key is not None:
             stmt = stmt.where(STATE.c.key > after_key)
         stmt = stmt.order_by(STATE.c.key).limit(max(0, limit) + 1)
@@ -365,10 +473,13 @@ class StateStore:
         if self._settled is not None:
             await self._settled()
         by_hash = {digest(owner_text(owner)): name for name, owner in owners.items()}
+        condition = self.ttl.alive(now_ms())
+        # Without a lifetime rule the prebuilt statement serves; with one the cutoffs depend on the time.
+        sizes_stmt = _SNAPSHOT_SIZES if condition is None else _snapshot_sizes(condition)
         async with self._db.read() as conn:
             sized = (
                 await conn.execute(
-                    _SNAPSHOT_SIZES, {"owners": list(by_hash), "per_scope": max(0, max_keys_per_scope)}
+                    sizes_stmt, {"owners": list(by_hash), "per_scope": max(0, max_keys_per_scope)}
                 )
             ).all()
             if not sized:
@@ -391,3 +502,14 @@ class StateStore:
                 values = {key: _json.loads(value) for key, value in rows}
                 out[by_hash[owner_hash]] = {key: values[key] for key in keys if key in values}
         return out
+
+    async def sweep_expired(self, now: int | None = None) -> int:
+        """Delete every value expired at *now* (epoch ms); returns how many."""
+        alive = self.ttl.alive(now_ms() if now is None else now)
+        if alive is None:
+            return 0
+
+        async def work(conn: AsyncConnection) -> int:
+            return (await conn.execute(delete(STATE).where(not_(alive)))).rowcount
+
+        return await self._db.transact(work)
