@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from agentrunner import (
+    ActionRequestedResult,
     AgentRunAPI,
     AgentRunContext,
     AgentRunner,
@@ -318,6 +319,32 @@ async def test_platform_actions_are_recorded_only_when_declared_granted_and_idem
     assert [i.result.type for i in items].count("action.requested") == 1
     items, _ = await run_all(host, event(event_id="evt-2"), binding("undeclared", resource_policy=policy))
     assert "action.requested" not in [i.result.type for i in items]
+    await host.aclose()
+
+
+async def test_a_granted_platform_action_without_an_idempotency_key_is_refused(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The idempotency key alone decides here: same runner, same grant, the keyless request is dropped."""
+
+    async def actor(ctx: AgentRunContext, api: AgentRunAPI) -> AsyncIterator[Any]:
+        out = AgentRunner.emitter(ctx)
+        # the emitter insists on a key; a runner speaking the wire directly can leave it out
+        keyless = out.action("message.edit", {"message_id": "m1"}, idempotency_key="k1")
+        yield keyless.model_copy(update={"data": keyless.data.model_copy(update={"idempotency_key": None})})
+        yield out.action("message.edit", {"message_id": "m2"}, idempotency_key="k2")
+        yield out.message("done")
+        yield out.complete()
+
+    perms = AgentRunnerPermissions(platform_api=["message.edit"])
+    host = make_host(scripted(actor, name="granted", platform_api=True, permissions=perms))
+    policy = ResourcePolicy(platform_actions=["message.edit"])
+    with caplog.at_level(logging.WARNING, logger="agentrunner.host.orchestrator"):
+        items, outcome = await run_all(host, event(), binding("granted", resource_policy=policy))
+    requested = [i.result for i in items if isinstance(i.result, ActionRequestedResult)]
+    assert [r.data.target for r in requested] == [{"message_id": "m2"}]
+    assert outcome.status == "completed"
+    assert "action.requested 'message.edit' refused: missing idempotency_key" in caplog.text
     await host.aclose()
 
 

@@ -14,9 +14,9 @@ import logging
 import secrets
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final, TypeVar
 
 from agentrunner import (
     ACTIONS,
@@ -32,7 +32,31 @@ from agentrunner import (
     UnauthorizedError,
 )
 from agentrunner import _json as json
-from agentrunner.actions import KnowledgeListResult
+from agentrunner.actions import (
+    ActionSpec,
+    ArtifactIdParams,
+    ArtifactReadParams,
+    EmptyParams,
+    EventGetParams,
+    EventPageParams,
+    HistoryPageParams,
+    HistorySearchParams,
+    KnowledgeListResult,
+    KnowledgeRetrieveParams,
+    ModelInvokeParams,
+    ModelRerankParams,
+    PlatformActionParams,
+    StateDeleteParams,
+    StateGetParams,
+    StateListParams,
+    StateSetParams,
+    StorageDeleteParams,
+    StorageGetParams,
+    StorageListParams,
+    StorageSetParams,
+    ToolCallParams,
+    ToolDetailParams,
+)
 from agentrunner.api_types import KnowledgeBaseInfo
 from pydantic import BaseModel, ValidationError
 
@@ -40,8 +64,12 @@ from agentrunner_host.providers.protocols import KnowledgeProvider, ModelProvide
 
 from .access import RunAccess
 from .authorization import AuthorizationSnapshot
+from .ports import FactsAPI, IdempotencyKeys
 
-__all__ = ["AuditRecord", "BackCallDispatcher", "LiveRun"]
+__all__ = ["HANDLERS", "ActionHandler", "AuditRecord", "BackCallDispatcher", "LiveRun", "check_handlers"]
+
+P = TypeVar("P", bound=BaseModel)
+T = TypeVar("T")
 
 log = logging.getLogger("agentrunner.host.dispatcher")
 
@@ -102,11 +130,11 @@ class BackCallDispatcher:
     def __init__(
         self,
         *,
-        pull: Any = None,
+        pull: FactsAPI | None = None,
         models: ModelProvider | None = None,
         tools: ToolProvider | None = None,
         knowledge: KnowledgeProvider | None = None,
-        idempotency: Any = None,
+        idempotency: IdempotencyKeys | None = None,
         on_audit: Callable[[AuditRecord], None] | None = None,
     ) -> None:
         self.pull = pull
@@ -154,9 +182,9 @@ class BackCallDispatcher:
         live: LiveRun | None = None
         resource = _resource_of(request.params)
         try:
-            live, spec_params = self._admit(request)
-            spec = ACTIONS[request.action]
-            if spec.streaming:
+            live, handler, spec_params = self._admit(request)
+            call = handler.call
+            if call is None:
                 raise InvalidArgumentError(f"{request.action} is a streaming action; use the stream call")
             cached = await self._idempotent_get(live, request)
             if cached is not None:
@@ -165,7 +193,7 @@ class BackCallDispatcher:
             remaining = live.snapshot.deadline_at - time.time()
             try:
                 async with asyncio.timeout(remaining):
-                    result = await self._execute(live, request.action, spec_params)
+                    result = await call(self, live, spec_params)
             except TimeoutError:
                 raise DeadlineExceededError(
                     f"{request.action} did not finish before the run's deadline"
@@ -190,11 +218,10 @@ class BackCallDispatcher:
         live: LiveRun | None = None
         resource = _resource_of(request.params)
         try:
-            live, params = self._admit(request)
-            if not ACTIONS[request.action].streaming:
+            live, handler, params = self._admit(request)
+            if handler.stream is None:
                 raise InvalidArgumentError(f"{request.action} is not a streaming action")
-            stream = self._execute_stream(live, request.action, params)
-            async for chunk in stream:
+            async for chunk in handler.stream(self, live, params):
                 if request.run_id not in self._live:
                     raise UnauthorizedError(f"run {request.run_id} has ended")
                 if time.time() > live.snapshot.deadline_at:
@@ -211,7 +238,7 @@ class BackCallDispatcher:
 
     # -- checks ------------------------------------------------------------------------------------------------
 
-    def _admit(self, request: BackCallRequest) -> tuple[LiveRun, BaseModel]:
+    def _admit(self, request: BackCallRequest) -> tuple[LiveRun, ActionHandler, BaseModel]:
         if not request.caller:
             raise UnauthorizedError("the call carries no caller identity")
         live = self._live.get(request.run_id)
@@ -226,8 +253,8 @@ class BackCallDispatcher:
         # could name a sibling run's id. Only the run's own API holds its token.
         if not hmac.compare_digest((request.call_token or "").encode(), live.call_token.encode()):
             raise UnauthorizedError(f"the call does not carry the credential of run {request.run_id}")
-        spec = ACTIONS.get(request.action)
-        if spec is None:
+        handler = HANDLERS.get(request.action)
+        if handler is None:
             raise InvalidArgumentError(f"unknown action {request.action!r}")
         if time.time() >= snapshot.deadline_at:
             raise DeadlineExceededError("the run's deadline has passed")
@@ -236,128 +263,13 @@ class BackCallDispatcher:
         if not live.bucket.take():
             raise RateLimitedError(f"run {request.run_id} is making back-calls too fast")
         try:
-            params = spec.params.model_validate(request.params)
+            params = handler.params.model_validate(request.params)
         except ValidationError as exc:
             first = exc.errors()[0]
             loc = ".".join(str(p) for p in first["loc"]) or "params"
             raise InvalidArgumentError(f"{request.action}: {loc}: {first['msg']}") from None
-        self._authorize(snapshot, request.action, params)
-        return live, params
-
-    def _authorize(self, snapshot: AuthorizationSnapshot, action: str, params: BaseModel) -> None:
-        apis = snapshot.available_apis
-        p: Any = params
-        match action:
-            case "models.invoke" | "models.stream" | "models.rerank":
-                op = action.split(".", 1)[1]
-                if not snapshot.allows_model(p.model_id, op):
-                    raise UnauthorizedError(f"model {p.model_id!r} is not granted for {op} in this run")
-            case "tools.get_detail" | "tools.call":
-                op = "detail" if action == "tools.get_detail" else "call"
-                if not snapshot.allows_tool(p.tool_name, op):
-                    risks = snapshot.withheld_tools.get(p.tool_name)
-                    if risks is not None:
-                        raise UnauthorizedError(
-                            f"tool {p.tool_name!r} is classified dangerous ({', '.join(risks)}) and the binding"
-                            " does not grant it (resource_policy.dangerous_tools)"
-                        )
-                    raise UnauthorizedError(f"tool {p.tool_name!r} is not granted for {op} in this run")
-            case "knowledge.list":
-                if not (
-                    snapshot.capabilities.knowledge_retrieval
-                    and "list" in snapshot.permissions.knowledge_bases
-                ):
-                    raise UnauthorizedError("knowledge.list is not permitted for this runner")
-            case "knowledge.retrieve":
-                if not snapshot.allows_knowledge_base(p.kb_id, "retrieve"):
-                    raise UnauthorizedError(f"knowledge base {p.kb_id!r} is not granted in this run")
-            case "history.page":
-                _require(apis.history_page, action)
-            case "history.search":
-                _require(apis.history_search, action)
-            case "events.get":
-                _require(apis.event_get, action)
-            case "events.page":
-                _require(apis.event_page, action)
-            case "artifacts.metadata":
-                _require(apis.artifact_metadata, action)
-            case "artifacts.read_range" | "artifacts.open_stream":
-                _require(apis.artifact_read, action)
-            case "state.get" | "state.set" | "state.delete" | "state.list":
-                _require(apis.state, action)
-                if p.scope not in snapshot.state_owners:
-                    raise UnauthorizedError(f"state scope {p.scope!r} is not granted in this run")
-            case "storage.get" | "storage.set" | "storage.delete" | "storage.list":
-                _require(apis.storage, action)
-                if p.area not in snapshot.storage_owners:
-                    raise UnauthorizedError(f"storage area {p.area!r} is not granted in this run")
-            case "platform.request_action":
-                if p.action not in snapshot.platform_actions:
-                    raise UnauthorizedError(f"platform action {p.action!r} is not granted in this run")
-            case _:  # pragma: no cover - every action of ACTIONS is listed above
-                raise UnauthorizedError(f"{action} is not granted")
-
-    # -- execution ---------------------------------------------------------------------------------------------
-
-    async def _execute(self, live: LiveRun, action: str, params: BaseModel) -> BaseModel:
-        snapshot, access = live.snapshot, live.access
-        p: Any = params
-        area, _, verb = action.partition(".")
-        if area == "models":
-            models = self._need(self.models, "models")
-            model = snapshot.resources.model(p.model_id)
-            assert model is not None  # authorized above
-            if verb == "invoke":
-                return await models.invoke(model, p, access=access)
-            return await models.rerank(model, p, access=access)
-        if area == "tools":
-            tools = self._need(self.tools, "tools")
-            tool = snapshot.resources.tool(p.tool_name)
-            assert tool is not None
-            if verb == "get_detail":
-                return await tools.detail(tool, access=access)
-            return await tools.call(tool, p, access=access)
-        if action == "knowledge.list":
-            return KnowledgeListResult(
-                knowledge_bases=[
-                    KnowledgeBaseInfo(kb_id=k.kb_id, name=k.name, description=k.description)
-                    for k in snapshot.resources.knowledge_bases
-                ]
-            )
-        if action == "knowledge.retrieve":
-            knowledge = self._need(self.knowledge, "knowledge")
-            kb = snapshot.resources.knowledge_base(p.kb_id)
-            assert kb is not None
-            return await knowledge.retrieve(kb, p, access=access)
-        if action == "platform.request_action":
-            live.platform_requests.append(p.model_dump(mode="json"))
-            return PlatformActionReceipt(
-                accepted=True, executed=False, approval_required=snapshot.action_approval
-            )
-        pull = self._need(self.pull, "host stores")
-        method = getattr(pull, action.replace(".", "_"))
-        return await method(access, params)
-
-    async def _execute_stream(
-        self, live: LiveRun, action: str, params: BaseModel
-    ) -> AsyncIterator[BaseModel]:
-        p: Any = params
-        if action == "models.stream":
-            models = self._need(self.models, "models")
-            model = live.snapshot.resources.model(p.model_id)
-            assert model is not None
-            async for chunk in models.stream(model, p, access=live.access):
-                yield chunk
-            return
-        pull = self._need(self.pull, "host stores")
-        async for chunk in pull.artifacts_open_stream(live.access, params):
-            yield chunk
-
-    @staticmethod
-    def _need(provider: Any, what: str) -> Any:
-        if provider is None:
-            raise NotFoundError(f"this host has no {what} configured")
-        return provider
+        handler.authorize(snapshot, params)
+        return live, handler, params
 
     # -- idempotency and audit ---------------------------------------------------------------------------------
 
@@ -431,11 +343,6 @@ class BackCallDispatcher:
             self.on_audit(record)
 
 
-def _require(flag: bool, action: str) -> None:
-    if not flag:
-        raise UnauthorizedError(f"{action} is not permitted in this run")
-
-
 def _resource_of(params: dict[str, Any]) -> str | None:
     """The resource a call names, for the audit trail (read before validation so denials name it too)."""
     for name in ("model_id", "tool_name", "kb_id", "artifact_id", "event_id", "key", "conversation_id"):
@@ -443,3 +350,369 @@ def _resource_of(params: dict[str, Any]) -> str | None:
         if isinstance(value, str):
             return value[:200]
     return None
+
+
+# -- one handler per action --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ActionHandler:
+    """How the host serves one action of :data:`agentrunner.actions.ACTIONS`: its params model, the grant it
+    checks against the run's snapshot, and what it does (a call answering one result, or a stream)."""
+
+    action: str
+    """Wire name."""
+    params: type[BaseModel]
+    """Params model (the action spec's)."""
+    authorize: Callable[[AuthorizationSnapshot, BaseModel], None]
+    """Raises :class:`~agentrunner.UnauthorizedError` unless the snapshot grants the call."""
+    call: Callable[[BackCallDispatcher, LiveRun, BaseModel], Awaitable[BaseModel]] | None = None
+    """Serves a unary action."""
+    stream: Callable[[BackCallDispatcher, LiveRun, BaseModel], AsyncIterator[BaseModel]] | None = None
+    """Serves a streaming action."""
+
+
+def _as(kind: type[P], params: BaseModel) -> P:
+    # The dispatcher validated *params* with this very model (check_handlers pins it to the action's spec).
+    if not isinstance(params, kind):  # pragma: no cover - guarded by construction
+        raise InvalidArgumentError(f"parameters are not {kind.__name__}")
+    return params
+
+
+def _grant(
+    kind: type[P], check: Callable[[AuthorizationSnapshot, P], None]
+) -> Callable[[AuthorizationSnapshot, BaseModel], None]:
+    def authorize(snapshot: AuthorizationSnapshot, params: BaseModel) -> None:
+        check(snapshot, _as(kind, params))
+
+    return authorize
+
+
+def _unary(
+    action: str,
+    kind: type[P],
+    authorize: Callable[[AuthorizationSnapshot, P], None],
+    call: Callable[[BackCallDispatcher, LiveRun, P], Awaitable[BaseModel]],
+) -> ActionHandler:
+    async def serve(dispatcher: BackCallDispatcher, live: LiveRun, params: BaseModel) -> BaseModel:
+        return await call(dispatcher, live, _as(kind, params))
+
+    return ActionHandler(action, kind, _grant(kind, authorize), call=serve)
+
+
+def _streaming(
+    action: str,
+    kind: type[P],
+    authorize: Callable[[AuthorizationSnapshot, P], None],
+    stream: Callable[[BackCallDispatcher, LiveRun, P], AsyncIterator[BaseModel]],
+) -> ActionHandler:
+    def serve(dispatcher: BackCallDispatcher, live: LiveRun, params: BaseModel) -> AsyncIterator[BaseModel]:
+        return stream(dispatcher, live, _as(kind, params))
+
+    return ActionHandler(action, kind, _grant(kind, authorize), stream=serve)
+
+
+def _need(provider: T | None, what: str) -> T:
+    if provider is None:
+        raise NotFoundError(f"this host has no {what} configured")
+    return provider
+
+
+def _require(flag: bool, action: str) -> None:
+    if not flag:
+        raise UnauthorizedError(f"{action} is not permitted in this run")
+
+
+def _facts(d: BackCallDispatcher) -> FactsAPI:
+    return _need(d.pull, "host stores")
+
+
+# models
+
+
+def _model_grant(op: str) -> Callable[[AuthorizationSnapshot, ModelInvokeParams | ModelRerankParams], None]:
+    def authorize(snapshot: AuthorizationSnapshot, p: ModelInvokeParams | ModelRerankParams) -> None:
+        if not snapshot.allows_model(p.model_id, op):
+            raise UnauthorizedError(f"model {p.model_id!r} is not granted for {op} in this run")
+
+    return authorize
+
+
+async def _models_invoke(d: BackCallDispatcher, live: LiveRun, p: ModelInvokeParams) -> BaseModel:
+    models = _need(d.models, "models")
+    model = live.snapshot.resources.model(p.model_id)
+    assert model is not None  # authorized above
+    return await models.invoke(model, p, access=live.access)
+
+
+async def _models_stream(
+    d: BackCallDispatcher, live: LiveRun, p: ModelInvokeParams
+) -> AsyncIterator[BaseModel]:
+    models = _need(d.models, "models")
+    model = live.snapshot.resources.model(p.model_id)
+    assert model is not None
+    async for chunk in models.stream(model, p, access=live.access):
+        yield chunk
+
+
+async def _models_rerank(d: BackCallDispatcher, live: LiveRun, p: ModelRerankParams) -> BaseModel:
+    models = _need(d.models, "models")
+    model = live.snapshot.resources.model(p.model_id)
+    assert model is not None
+    return await models.rerank(model, p, access=live.access)
+
+
+# tools
+
+
+def _tool_grant(op: str) -> Callable[[AuthorizationSnapshot, ToolDetailParams | ToolCallParams], None]:
+    def authorize(snapshot: AuthorizationSnapshot, p: ToolDetailParams | ToolCallParams) -> None:
+        if not snapshot.allows_tool(p.tool_name, op):
+            risks = snapshot.withheld_tools.get(p.tool_name)
+            if risks is not None:
+                raise UnauthorizedError(
+                    f"tool {p.tool_name!r} is classified dangerous ({', '.join(risks)}) and the binding"
+                    " does not grant it (resource_policy.dangerous_tools)"
+                )
+            raise UnauthorizedError(f"tool {p.tool_name!r} is not granted for {op} in this run")
+
+    return authorize
+
+
+async def _tools_detail(d: BackCallDispatcher, live: LiveRun, p: ToolDetailParams) -> BaseModel:
+    tools = _need(d.tools, "tools")
+    tool = live.snapshot.resources.tool(p.tool_name)
+    assert tool is not None
+    return await tools.detail(tool, access=live.access)
+
+
+async def _tools_call(d: BackCallDispatcher, live: LiveRun, p: ToolCallParams) -> BaseModel:
+    tools = _need(d.tools, "tools")
+    tool = live.snapshot.resources.tool(p.tool_name)
+    assert tool is not None
+    return await tools.call(tool, p, access=live.access)
+
+
+# knowledge
+
+
+def _knowledge_list_grant(snapshot: AuthorizationSnapshot, _p: EmptyParams) -> None:
+    if not (snapshot.capabilities.knowledge_retrieval and "list" in snapshot.permissions.knowledge_bases):
+        raise UnauthorizedError("knowledge.list is not permitted for this runner")
+
+
+async def _knowledge_list(_d: BackCallDispatcher, live: LiveRun, _p: EmptyParams) -> BaseModel:
+    return KnowledgeListResult(
+        knowledge_bases=[
+            KnowledgeBaseInfo(kb_id=k.kb_id, name=k.name, description=k.description)
+            for k in live.snapshot.resources.knowledge_bases
+        ]
+    )
+
+
+def _knowledge_retrieve_grant(snapshot: AuthorizationSnapshot, p: KnowledgeRetrieveParams) -> None:
+    if not snapshot.allows_knowledge_base(p.kb_id, "retrieve"):
+        raise UnauthorizedError(f"knowledge base {p.kb_id!r} is not granted in this run")
+
+
+async def _knowledge_retrieve(d: BackCallDispatcher, live: LiveRun, p: KnowledgeRetrieveParams) -> BaseModel:
+    knowledge = _need(d.knowledge, "knowledge")
+    kb = live.snapshot.resources.knowledge_base(p.kb_id)
+    assert kb is not None
+    return await knowledge.retrieve(kb, p, access=live.access)
+
+
+# pull actions (the facts API), state and storage
+
+
+def _api_grant(
+    action: str, flag: Callable[[AuthorizationSnapshot], bool]
+) -> Callable[[AuthorizationSnapshot, BaseModel], None]:
+    def authorize(snapshot: AuthorizationSnapshot, _p: BaseModel) -> None:
+        _require(flag(snapshot), action)
+
+    return authorize
+
+
+def _pull(
+    action: str,
+    kind: type[P],
+    flag: Callable[[AuthorizationSnapshot], bool],
+    call: Callable[[FactsAPI, RunAccess, P], Awaitable[BaseModel]],
+) -> ActionHandler:
+    """A pull action served by the facts API and granted by one flag of the run's available APIs."""
+
+    async def serve(d: BackCallDispatcher, live: LiveRun, p: P) -> BaseModel:
+        return await call(_facts(d), live.access, p)
+
+    return _unary(action, kind, _api_grant(action, flag), serve)
+
+
+async def _artifacts_open_stream(
+    d: BackCallDispatcher, live: LiveRun, p: ArtifactIdParams
+) -> AsyncIterator[BaseModel]:
+    async for chunk in _facts(d).artifacts_open_stream(live.access, p):
+        yield chunk
+
+
+StateParams = StateGetParams | StateSetParams | StateDeleteParams | StateListParams
+StorageParams = StorageGetParams | StorageSetParams | StorageDeleteParams | StorageListParams
+
+
+def _state_grant(action: str) -> Callable[[AuthorizationSnapshot, StateParams], None]:
+    def authorize(snapshot: AuthorizationSnapshot, p: StateParams) -> None:
+        _require(snapshot.available_apis.state, action)
+        if p.scope not in snapshot.state_owners:
+            raise UnauthorizedError(f"state scope {p.scope!r} is not granted in this run")
+
+    return authorize
+
+
+def _storage_grant(action: str) -> Callable[[AuthorizationSnapshot, StorageParams], None]:
+    def authorize(snapshot: AuthorizationSnapshot, p: StorageParams) -> None:
+        _require(snapshot.available_apis.storage, action)
+        if p.area not in snapshot.storage_owners:
+            raise UnauthorizedError(f"storage area {p.area!r} is not granted in this run")
+
+    return authorize
+
+
+# platform
+
+
+def _platform_grant(snapshot: AuthorizationSnapshot, p: PlatformActionParams) -> None:
+    if p.action not in snapshot.platform_actions:
+        raise UnauthorizedError(f"platform action {p.action!r} is not granted in this run")
+
+
+async def _platform_request(_d: BackCallDispatcher, live: LiveRun, p: PlatformActionParams) -> BaseModel:
+    # v1 records the request for the platform and never executes it (the receipt says so).
+    live.platform_requests.append(p.model_dump(mode="json"))
+    return PlatformActionReceipt(
+        accepted=True, executed=False, approval_required=live.snapshot.action_approval
+    )
+
+
+def _table(*handlers: ActionHandler) -> dict[str, ActionHandler]:
+    return {h.action: h for h in handlers}
+
+
+HANDLERS: Final[Mapping[str, ActionHandler]] = _table(
+    _unary("models.invoke", ModelInvokeParams, _model_grant("invoke"), _models_invoke),
+    _streaming("models.stream", ModelInvokeParams, _model_grant("stream"), _models_stream),
+    _unary("models.rerank", ModelRerankParams, _model_grant("rerank"), _models_rerank),
+    _unary("tools.get_detail", ToolDetailParams, _tool_grant("detail"), _tools_detail),
+    _unary("tools.call", ToolCallParams, _tool_grant("call"), _tools_call),
+    _unary("knowledge.list", EmptyParams, _knowledge_list_grant, _knowledge_list),
+    _unary("knowledge.retrieve", KnowledgeRetrieveParams, _knowledge_retrieve_grant, _knowledge_retrieve),
+    _pull(
+        "history.page",
+        HistoryPageParams,
+        lambda s: s.available_apis.history_page,
+        lambda f, a, p: f.history_page(a, p),
+    ),
+    _pull(
+        "history.search",
+        HistorySearchParams,
+        lambda s: s.available_apis.history_search,
+        lambda f, a, p: f.history_search(a, p),
+    ),
+    _pull(
+        "events.get", EventGetParams, lambda s: s.available_apis.event_get, lambda f, a, p: f.events_get(a, p)
+    ),
+    _pull(
+        "events.page",
+        EventPageParams,
+        lambda s: s.available_apis.event_page,
+        lambda f, a, p: f.events_page(a, p),
+    ),
+    _pull(
+        "artifacts.metadata",
+        ArtifactIdParams,
+        lambda s: s.available_apis.artifact_metadata,
+        lambda f, a, p: f.artifacts_metadata(a, p),
+    ),
+    _pull(
+        "artifacts.read_range",
+        ArtifactReadParams,
+        lambda s: s.available_apis.artifact_read,
+        lambda f, a, p: f.artifacts_read_range(a, p),
+    ),
+    _streaming(
+        "artifacts.open_stream",
+        ArtifactIdParams,
+        lambda s, _p: _require(s.available_apis.artifact_read, "artifacts.open_stream"),
+        _artifacts_open_stream,
+    ),
+    _unary(
+        "state.get",
+        StateGetParams,
+        _state_grant("state.get"),
+        lambda d, live, p: _facts(d).state_get(live.access, p),
+    ),
+    _unary(
+        "state.set",
+        StateSetParams,
+        _state_grant("state.set"),
+        lambda d, live, p: _facts(d).state_set(live.access, p),
+    ),
+    _unary(
+        "state.delete",
+        StateDeleteParams,
+        _state_grant("state.delete"),
+        lambda d, live, p: _facts(d).state_delete(live.access, p),
+    ),
+    _unary(
+        "state.list",
+        StateListParams,
+        _state_grant("state.list"),
+        lambda d, live, p: _facts(d).state_list(live.access, p),
+    ),
+    _unary(
+        "storage.get",
+        StorageGetParams,
+        _storage_grant("storage.get"),
+        lambda d, live, p: _facts(d).storage_get(live.access, p),
+    ),
+    _unary(
+        "storage.set",
+        StorageSetParams,
+        _storage_grant("storage.set"),
+        lambda d, live, p: _facts(d).storage_set(live.access, p),
+    ),
+    _unary(
+        "storage.delete",
+        StorageDeleteParams,
+        _storage_grant("storage.delete"),
+        lambda d, live, p: _facts(d).storage_delete(live.access, p),
+    ),
+    _unary(
+        "storage.list",
+        StorageListParams,
+        _storage_grant("storage.list"),
+        lambda d, live, p: _facts(d).storage_list(live.access, p),
+    ),
+    _unary("platform.request_action", PlatformActionParams, _platform_grant, _platform_request),
+)
+"""Every back-call action's handler, by wire name (checked against ``ACTIONS`` when this module loads)."""
+
+
+def check_handlers(handlers: Mapping[str, ActionHandler], actions: Mapping[str, ActionSpec]) -> None:
+    """Raise :class:`RuntimeError` unless *handlers* serve exactly *actions*, each with the action's params
+    model and of its kind (unary or streaming)."""
+    problems = [f"{name}: no handler" for name in sorted(actions.keys() - handlers.keys())]
+    problems += [f"{name}: a handler for no action" for name in sorted(handlers.keys() - actions.keys())]
+    for name in sorted(actions.keys() & handlers.keys()):
+        spec, handler = actions[name], handlers[name]
+        if handler.action != name or handler.params is not spec.params:
+            problems.append(f"{name}: the handler does not take {spec.params.__name__}")
+        unary, streaming = handler.call is not None, handler.stream is not None
+        if unary == streaming or streaming != spec.streaming:
+            problems.append(f"{name}: the handler is not {'streaming' if spec.streaming else 'unary'}")
+    if problems:
+        raise RuntimeError(
+            "back-call handlers do not match agentrunner.actions.ACTIONS: " + "; ".join(problems)
+        )
+
+
+check_handlers(HANDLERS, ACTIONS)

@@ -61,10 +61,10 @@ from agentrunner.actions import (
 
 from agentrunner_host.access import ConversationKey, RunAccess, StateOwner, StorageOwner
 from agentrunner_host.context_builder import HistoryHandles
+from agentrunner_host.ports import RunStores
 from agentrunner_host.stores import (
     ArtifactRecord,
     ArtifactUnavailableError,
-    HostStores,
     InvalidValueError,
     StateVersionConflict,
     StoredEvent,
@@ -187,7 +187,7 @@ def _line(key: ConversationKey) -> tuple[str, str]:
 class PullAPI:
     """One async method per pull action: ``(access, params) -> result``; failures are ``APIError``\\ s."""
 
-    def __init__(self, stores: HostStores, *, cursor_key: bytes) -> None:
+    def __init__(self, stores: RunStores, *, cursor_key: bytes) -> None:
         self._stores = stores
         self.cursors = CursorCodec(cursor_key)
         """The cursor codec (shared with whoever builds ``latest_cursor`` for a run context)."""

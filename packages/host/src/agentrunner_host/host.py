@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Iterable, Mapping
-from typing import Any
 
 from agentrunner import AgentRunner
 
@@ -18,8 +17,10 @@ from .bindings import BindingSet
 from .catalog import ResourceCatalog, SelectorRegistry
 from .context_builder import ContextBuilder
 from .dispatcher import BackCallDispatcher
+from .facts_api import PullAPI
 from .harness import HarnessPolicy, HarnessSupport
 from .orchestrator import Orchestrator
+from .ports import FactsAPI, RunStores
 from .registry import RunnerRegistry
 
 __all__ = ["Host"]
@@ -35,7 +36,7 @@ class Host:
         dispatcher: BackCallDispatcher,
         orchestrator: Orchestrator,
         catalog: ResourceCatalog,
-        stores: Any = None,
+        stores: RunStores | None = None,
     ) -> None:
         self.registry = registry
         self.dispatcher = dispatcher
@@ -55,8 +56,8 @@ class Host:
         models: ModelProvider | None = None,
         tools: ToolProvider | None = None,
         knowledge: KnowledgeProvider | None = None,
-        stores: Any = None,
-        pull: Any = None,
+        stores: RunStores | None = None,
+        pull: FactsAPI | None = None,
         cursor_key: bytes | None = None,
         host_version: str | None = None,
         max_timeout_seconds: float = 3600.0,
@@ -69,15 +70,13 @@ class Host:
         """
         catalog = catalog or ResourceCatalog()
         if stores is not None and pull is None:
-            from agentrunner_host.facts_api import PullAPI
-
             pull = PullAPI(stores, cursor_key=cursor_key or secrets.token_bytes(32))
         dispatcher = BackCallDispatcher(
             pull=pull,
             models=models,
             tools=tools,
             knowledge=knowledge,
-            idempotency=getattr(stores, "idempotency", None),
+            idempotency=stores.idempotency if stores is not None else None,
         )
         registry = RunnerRegistry(connections)
         for plugin_id, runners in (plugins or {}).items():

@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import time
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from agentrunner import ArtifactRef
 
@@ -18,18 +18,16 @@ from .access import ConversationKey
 from .authorization import snapshot_json
 from .context_builder import HistoryHandles
 from .dispatcher import LiveRun
+from .ports import RunStores
+from .run_state import RunState
 from .stores import (
     ArtifactOwner,
     EventEntry,
-    HostStores,
     RunExistsError,
     RunFinish,
     RunStart,
     TranscriptEntry,
 )
-
-if TYPE_CHECKING:
-    from .orchestrator import _RunState  # pyright: ignore[reportPrivateUsage]
 
 __all__ = ["event_entry", "persist_finish", "run_start", "store_runner_artifact", "user_turn"]
 
@@ -110,7 +108,7 @@ def user_turn(event: AgentEventEnvelope) -> TranscriptEntry | None:
     )
 
 
-def run_start(state: _RunState, history: HistoryHandles) -> RunStart:
+def run_start(state: RunState, history: HistoryHandles) -> RunStart:
     """The start record of a run (its snapshot is written to the event log with it)."""
     snapshot = state.snapshot
     event = state.event
@@ -141,7 +139,7 @@ def run_start(state: _RunState, history: HistoryHandles) -> RunStart:
     )
 
 
-def _host_event(state: _RunState, kind: str, data: dict[str, Any]) -> EventEntry:
+def _host_event(state: RunState, kind: str, data: dict[str, Any]) -> EventEntry:
     event = state.event
     return EventEntry(
         event_id="host_" + uuid.uuid4().hex,
@@ -157,7 +155,7 @@ def _host_event(state: _RunState, kind: str, data: dict[str, Any]) -> EventEntry
     )
 
 
-async def persist_finish(stores: HostStores, state: _RunState, live: LiveRun | None) -> None:
+async def persist_finish(stores: RunStores, state: RunState, live: LiveRun | None) -> None:
     """Write the end of a run in one transaction, after its results (and its start first, if the run ended
     before that)."""
     if not state.start_persisted:
@@ -176,7 +174,7 @@ async def persist_finish(stores: HostStores, state: _RunState, live: LiveRun | N
     transcript: list[TranscriptEntry] = []
     if conversation is not None:
         for index, turn in enumerate(state.transcript):
-            msg = turn["message"]
+            msg = turn.message
             transcript.append(
                 TranscriptEntry(
                     item_id=f"ti_{state.run_id}_{index}",
@@ -184,13 +182,13 @@ async def persist_finish(stores: HostStores, state: _RunState, live: LiveRun | N
                     role="assistant",
                     item_type="message",
                     run_id=state.run_id,
-                    content=turn["content"],
+                    content=turn.text,
                     contents=list(msg.get("contents", [])),
                     artifacts=list(msg.get("artifacts", [])),
                     metadata={"runner_id": state.snapshot.runner_id, **_truncation(msg)},
                 )
             )
-    events = [_host_event(state, e["event_type"], e["data"]) for e in state.host_events]
+    events = [_host_event(state, e.event_type, e.data) for e in state.host_events]
     if live is not None:
         for record in live.audit:
             events.append(
@@ -239,7 +237,7 @@ def _truncation(message: dict[str, Any]) -> dict[str, Any]:
 
 
 async def store_runner_artifact(
-    stores: HostStores, state: _RunState, ref: ArtifactRef, content: bytes
+    stores: RunStores, state: RunState, ref: ArtifactRef, content: bytes
 ) -> ArtifactRef:
     """Store inline artifact bytes from a runner; the host measures size and digest and picks the id."""
     event = state.event
