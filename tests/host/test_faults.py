@@ -287,7 +287,7 @@ async def test_a_leaked_task_does_not_keep_its_conversations_session_turn() -> N
         await host.orchestrator.cancel(first.run_id)
         first.detach()
         assert (await first.outcome()).code == "runner.cancel_ignored"
-        leaked = first._task
+        leaked = first.control.task
         assert leaked is not None and not leaked.done()  # the runner still holds its task
         # A hang guard, not a timing assertion: without the fix this waits for the leaked task forever.
         async with asyncio.timeout(60):
