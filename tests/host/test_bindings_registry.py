@@ -69,13 +69,17 @@ def test_disjoint_filters_or_event_types_are_not_a_conflict() -> None:
     people = binding(binding_id="p").model_copy(
         update={"filters": [EventFilter(field="launcher_type", equals="person")]}
     )
-    BindingSet([groups, people])
-    BindingSet(
+    by_launcher = BindingSet([groups, people])
+    assert by_launcher.resolve(event(launcher_type="group")).binding_id == "g"
+    assert by_launcher.resolve(event(launcher_type="person")).binding_id == "p"
+    by_type = BindingSet(
         [
             binding(binding_id="m", event_types=["message.received"]),
             binding(binding_id="r", event_types=["message.recalled"]),
         ]
     )
+    assert by_type.resolve(event()).binding_id == "m"
+    assert by_type.resolve(event(event_type="message.recalled")).binding_id == "r"
 
 
 def test_disabled_bindings_never_match_and_no_match_is_a_typed_error() -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -372,7 +371,7 @@ async def test_cancel_ends_the_run_as_cancelled_and_is_idempotent() -> None:
     outcome = await handle.outcome()
     assert outcome.code == "cancelled"
     assert [i.result.type for i in rest] == ["run.failed"]
-    await asyncio.wait_for(closed.wait(), 1)
+    await closed.wait()
     assert not host.dispatcher.is_live(handle.run_id)
     await host.aclose()
 
@@ -392,8 +391,10 @@ async def test_closing_the_run_iterator_early_cancels_the_run() -> None:
     host = make_host(scripted(hang_script))
     gen = host.orchestrator.run(event(), binding())
     first = await anext(gen)
+    handle = host.orchestrator.handle(first.run_id)
+    assert handle is not None
     await gen.aclose()  # pyright: ignore[reportAttributeAccessIssue]
-    await asyncio.sleep(0.05)
+    assert (await handle.outcome()).code == "cancelled"
     assert not host.dispatcher.is_live(first.run_id)
     await host.aclose()
 
@@ -434,16 +435,14 @@ async def test_artifacts_declared_by_the_runner_never_carry_its_claimed_size_or_
 
 async def test_stateful_session_runners_take_one_turn_at_a_time_per_session_key() -> None:
     """Two runs of one conversation on a stateful_session runner never overlap; another conversation does."""
-    active: dict[str, int] = {}
-    overlap: list[str] = []
+    names = [f"s{i}" for i in range(5)]
+    entered = {n: asyncio.Event() for n in names}
+    release = {n: asyncio.Event() for n in names}
 
     async def turn(ctx: AgentRunContext, api: AgentRunAPI) -> AsyncIterator[Any]:
-        key = ctx.context.conversation_id or ""
-        active[key] = active.get(key, 0) + 1
-        if active[key] > 1:
-            overlap.append(key)
-        await asyncio.sleep(0.05)
-        active[key] -= 1
+        name = ctx.input.text or ""
+        entered[name].set()
+        await release[name].wait()
         out = AgentRunner.emitter(ctx)
         yield out.message("done")
         yield out.complete()
@@ -455,16 +454,24 @@ async def test_stateful_session_runners_take_one_turn_at_a_time_per_session_key(
         }
     )
     host = make_host(runner)
-    started = time.perf_counter()
     handles = [
         await host.orchestrator.start(
-            event(event_id=f"s{i}", conversation_id="same" if i < 3 else f"other-{i}"), binding("session")
+            event(n, event_id=n, conversation_id="same" if i < 3 else f"other-{i}"), binding("session")
         )
-        for i in range(5)
+        for i, n in enumerate(names)
     ]
+    # s3 and s4 (other conversations, started last) run while s0 holds the turn of "same": by then s1 and s2,
+    # started earlier, have reached the session gate and wait there.
+    for n in ("s0", "s3", "s4"):
+        await entered[n].wait()
+    assert not entered["s1"].is_set() and not entered["s2"].is_set()
+    release["s0"].set()
+    await entered["s1"].wait()
+    assert not entered["s2"].is_set()
+    release["s1"].set()
+    await entered["s2"].wait()
+    for gate in release.values():
+        gate.set()
     outcomes = [await h.outcome() for h in handles]
-    elapsed = time.perf_counter() - started
     assert all(o.status == "completed" for o in outcomes)
-    assert overlap == []
-    assert elapsed >= 0.15  # the three turns of "same" ran one after another
     await host.aclose()

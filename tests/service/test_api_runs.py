@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import httpx
+import pytest
 from agentrunner import AgentInput
 from agentrunner import _json as json
 from agentrunner_host.definitions import AgentEventEnvelope
@@ -82,7 +84,7 @@ async def test_a_live_runs_stream_replays_then_continues_live(
     await _bind_gated(client, service, runner)
     accepted = await client.post("/v1/events", json={"text": "x", "conversation_id": "slow"})
     run_id = accepted.json()["run_id"]
-    await asyncio.wait_for(runner.started.wait(), timeout=5)
+    await runner.started.wait()
     status = (await client.get(f"/v1/runs/{run_id}")).json()
     assert status["status"] == "running" and status["live"] is True
     page = (await client.get(f"/v1/runs/{run_id}/results")).json()
@@ -94,10 +96,16 @@ async def test_a_live_runs_stream_replays_then_continues_live(
         ) as source:
             return [e.event async for e in source.aiter_sse()]
 
+    feed = service.feed(run_id)
+    assert feed is not None
     reader = asyncio.create_task(read())
-    await asyncio.sleep(0.05)
+    # The in-process client shows nothing before the response ends, so watch the server side: the reader has
+    # replayed the stored part once it waits on the run's feed for live results.
+    while not feed._waiters:
+        assert not reader.done(), reader
+        await asyncio.sleep(0.01)
     runner.gate.set()
-    kinds = await asyncio.wait_for(reader, timeout=10)
+    kinds = await reader
     assert kinds == ["message.delta", "message.delta", "message.completed", "run.completed"]
 
 
@@ -108,7 +116,7 @@ async def test_cancelling_a_live_run_ends_it_as_cancelled(
     runner = FakeGatedRunner()
     await _bind_gated(client, service, runner)
     run_id = (await client.post("/v1/events", json={"text": "x", "conversation_id": "slow"})).json()["run_id"]
-    await asyncio.wait_for(runner.started.wait(), timeout=5)
+    await runner.started.wait()
     response = await client.post(f"/v1/runs/{run_id}/cancel")
     assert response.status_code == 200
     assert response.json() == {"run_id": run_id, "cancelled": True, "status": "failed", "cancelling": False}
@@ -135,7 +143,7 @@ async def test_a_streamed_result_is_the_same_json_that_replay_returns(client: ht
 
 
 async def test_a_run_executing_in_another_process_is_followed_until_it_ends(
-    client: httpx.AsyncClient, service: HostService
+    client: httpx.AsyncClient, service: HostService, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A second service on the same database runs the event; this server's stream waits, then replays it all."""
     runner = FakeGatedRunner()
@@ -151,7 +159,7 @@ async def test_a_run_executing_in_another_process_is_followed_until_it_ends(
                 conversation_id="slow",
             )
         )
-        await asyncio.wait_for(runner.started.wait(), timeout=5)
+        await runner.started.wait()
         status = (await client.get(f"/v1/runs/{feed.run_id}")).json()
         assert status["status"] == "running" and status["live"] is False
         cancel = await client.post(f"/v1/runs/{feed.run_id}/cancel")
@@ -161,9 +169,22 @@ async def test_a_run_executing_in_another_process_is_followed_until_it_ends(
             async with aconnect_sse(client, "GET", f"/v1/runs/{feed.run_id}/results?stream=true") as source:
                 return [e.event async for e in source.aiter_sse()]
 
+        # The in-process client shows nothing before the response ends: watch the server side instead. The
+        # stream follows a run executing elsewhere by polling its record; two polls mean it is waiting.
+        polls = 0
+        get_run = service.stores.runs.get
+
+        async def counting_get(run_id: str) -> Any:
+            nonlocal polls
+            if run_id == feed.run_id:
+                polls += 1
+            return await get_run(run_id)
+
+        monkeypatch.setattr(service.stores.runs, "get", counting_get)
         reader = asyncio.create_task(read())
-        await asyncio.sleep(0.3)
-        assert not reader.done()
+        while polls < 2:
+            assert not reader.done(), reader
+            await asyncio.sleep(0.01)
         runner.gate.set()
-        kinds = await asyncio.wait_for(reader, timeout=10)
+        kinds = await reader
     assert kinds == ["message.delta", "message.delta", "message.completed", "run.completed"]
