@@ -255,3 +255,13 @@ def test_streaming_is_offered_only_when_surface_binding_and_runner_agree() -> No
         .build(snapshot=no_stream, binding=binding(), event=event())
         .delivery.supports_streaming
     )
+
+
+def test_the_digest_is_computed_once_and_a_changed_copy_gets_its_own() -> None:
+    """The frozen snapshot's digest is cached; ``model_copy(update=...)`` never carries the old one over."""
+    snap = build()
+    first = snap.digest()
+    assert snap.digest() == first
+    changed = snap.model_copy(update={"deadline_at": snap.deadline_at + 1})
+    assert changed.digest() != first
+    assert changed.model_copy(update={"deadline_at": snap.deadline_at}).digest() == first

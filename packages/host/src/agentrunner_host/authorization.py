@@ -9,9 +9,11 @@ back-call of the run. Nothing recomputes authorization at call time.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import time
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Self
 
 from agentrunner import (
     AgentResources,
@@ -71,7 +73,18 @@ class AuthorizationSnapshot(BaseModel):
 
     def digest(self) -> str:
         """``sha256:<hex>`` of the canonical JSON of the snapshot."""
+        return self._digest
+
+    @functools.cached_property
+    def _digest(self) -> str:
+        # frozen: computed once (a run start asked for it three times, a dump and a hash each)
         return "sha256:" + hashlib.sha256(json.dumps_canonical(self.model_dump(mode="json"))).hexdigest()
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        """A copy (see pydantic); with *update* its digest is computed afresh, not copied."""
+        copy = super().model_copy(update=update, deep=deep)
+        vars(copy).pop("_digest", None)
+        return copy
 
     def access(self) -> RunAccess:
         """The data-scoping view of this snapshot."""
