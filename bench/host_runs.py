@@ -348,7 +348,7 @@ class _HonestFloor:
                         await self._conn.execute(insert(self._tables[name]), rows)
 
     def raw_sqlite3(self) -> None:
-        from agentrunner import _json
+        from agentrunner import codec
 
         start, end = self._batch()
         for part in (start, end):
@@ -367,7 +367,7 @@ class _HonestFloor:
                 self._raw.executemany(
                     sql,
                     [
-                        tuple(_json.dumps_str(v) if isinstance(v, (dict, list)) else v for v in row.values())
+                        tuple(codec.dumps_str(v) if isinstance(v, (dict, list)) else v for v in row.values())
                         for row in rows
                     ],
                 )

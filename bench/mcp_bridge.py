@@ -23,8 +23,8 @@ from typing import Any
 
 import httpx2
 import uvicorn
+from agentrunner import AgentRunAPI
 from agentrunner.actions import BackCallRequest
-from agentrunner.api import AgentRunAPI
 from agentrunner.context import AgentRunContext
 from agentrunner_mcp import PROXY_TOKEN_ENV, PROXY_URL_ENV, BridgeServer
 from agentrunner_mcp.projections import proxy_command

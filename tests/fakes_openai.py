@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Self
 
 import uvicorn
-from agentrunner import _json as json
+from agentrunner import codec as json
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse

@@ -7,7 +7,11 @@ one ``test_<package>_public_api_is_pinned`` test that calls :func:`_assert_pinne
 
 from __future__ import annotations
 
+import ast
 import importlib
+from pathlib import Path
+
+_REPO = Path(__file__).resolve().parents[1]
 
 
 def _assert_pinned(module_name: str, expected: list[str]) -> None:
@@ -417,3 +421,224 @@ _CODEX_API = [
 def test_codex_public_api_is_pinned() -> None:
     """``agentrunner_runner_codex`` exports exactly the pinned names."""
     _assert_pinned("agentrunner_runner_codex", _CODEX_API)
+
+
+# The SDK's submodules other packages may import from: each has its own curated ``__all__``, pinned here
+# (``agentrunner`` itself is pinned above, ``agentrunner.wire`` in tests/runtime/test_runtime_public_api.py).
+# Every other SDK module is an implementation detail re-exported by ``agentrunner``.
+_SDK_SUBMODULE_APIS: dict[str, list[str]] = {
+    "agentrunner.codec": [
+        "dumps",
+        "dumps_canonical",
+        "dumps_str",
+        "json_size",
+        "loads",
+        "non_finite_path",
+    ],
+    "agentrunner.actions": [
+        "ACTIONS",
+        "ActionSpec",
+        "ArtifactIdParams",
+        "ArtifactReadParams",
+        "BackCallRequest",
+        "EmptyParams",
+        "EmptyResult",
+        "EventGetParams",
+        "EventPageParams",
+        "HistoryPageParams",
+        "HistorySearchParams",
+        "KnowledgeListResult",
+        "KnowledgeRetrieveParams",
+        "ModelInvokeParams",
+        "ModelRerankParams",
+        "PlatformActionParams",
+        "StateDeleteParams",
+        "StateGetParams",
+        "StateListParams",
+        "StateSetParams",
+        "StorageArea",
+        "StorageDeleteParams",
+        "StorageGetParams",
+        "StorageListParams",
+        "StorageSetParams",
+        "ToolCallParams",
+        "ToolDetailParams",
+    ],
+    "agentrunner.api_types": [
+        "ArtifactChunk",
+        "ArtifactMetadata",
+        "ChatMessage",
+        "EventPage",
+        "EventRecord",
+        "HistoryPage",
+        "KnowledgeBaseInfo",
+        "KnowledgeHit",
+        "KnowledgeRetrieveResult",
+        "ModelResponse",
+        "ModelStreamChunk",
+        "ModelToolCall",
+        "ModelUsage",
+        "PlatformActionReceipt",
+        "RerankItem",
+        "RerankResult",
+        "StateEntry",
+        "StateListPage",
+        "StateValue",
+        "StorageEntry",
+        "StorageListPage",
+        "StorageValue",
+        "ToolCallResult",
+        "ToolDetail",
+        "TranscriptItem",
+    ],
+    "agentrunner.context": [
+        "ActorContext",
+        "AdapterContext",
+        "AgentEventContext",
+        "AgentInput",
+        "AgentRunContext",
+        "AgentRunRequest",
+        "AgentRunState",
+        "AgentRuntimeContext",
+        "AgentTrigger",
+        "ContextAPICapabilities",
+        "ContextAccess",
+        "ConversationContext",
+        "DeliveryContext",
+        "InlineContextPolicy",
+        "SubjectContext",
+        "TriggerSource",
+    ],
+    "agentrunner.errors": [
+        "APIError",
+        "API_ERROR_CODES",
+        "AgentAPIError",
+        "AgentRunnerError",
+        "DeadlineExceededError",
+        "ErrorCode",
+        "InvalidArgumentError",
+        "ModelAuthFailedError",
+        "NotFoundError",
+        "PayloadTooLargeError",
+        "ProtocolError",
+        "RateLimitedError",
+        "RunnerDefinitionError",
+        "RuntimeAPIError",
+        "UnauthorizedError",
+    ],
+    "agentrunner.external_tools": [
+        "CurrentEventArgs",
+        "CurrentEventSnapshot",
+        "EXTERNAL_TOOLS",
+        "ExposedTool",
+        "ExternalTool",
+        "MAX_EXPOSED_NAME_LENGTH",
+        "current_event_snapshot",
+        "external_tool",
+        "host_tool_exposed_name",
+        "invoke_exposed_tool",
+        "run_tool_surface",
+    ],
+    "agentrunner.results": [
+        "ActionRequestedData",
+        "ActionRequestedResult",
+        "AgentRunResult",
+        "AgentRunResultAdapter",
+        "AgentRunResultBase",
+        "ArtifactCreatedData",
+        "ArtifactCreatedResult",
+        "AssistantMessage",
+        "AssistantMessageChunk",
+        "KNOWN_RESULT_TYPES",
+        "MAX_STATE_VALUE_BYTES",
+        "MessageCompletedData",
+        "MessageCompletedResult",
+        "MessageDeltaData",
+        "MessageDeltaResult",
+        "ParsedResult",
+        "ResultType",
+        "RunCompletedData",
+        "RunCompletedResult",
+        "RunFailedData",
+        "RunFailedResult",
+        "STATE_SCOPES",
+        "StateScope",
+        "StateUpdatedData",
+        "StateUpdatedResult",
+        "TERMINAL_RESULT_TYPES",
+        "ToolCallCompletedData",
+        "ToolCallCompletedResult",
+        "ToolCallStartedData",
+        "ToolCallStartedResult",
+        "UnknownResult",
+        "parse_result",
+    ],
+    "agentrunner.schema": [
+        "DEFAULT_SCHEMA_DIR",
+        "JSON_SCHEMA_DIALECT",
+        "check",
+        "generate",
+        "main",
+        "write",
+    ],
+    "agentrunner.testing": [
+        "DEFAULT_STATE_SCOPES",
+        "DEFAULT_STORAGE_AREAS",
+        "FakeCall",
+        "FakeHost",
+        "Handler",
+        "MAX_STORAGE_VALUE_BYTES",
+        "RunOutcome",
+        "StreamRuleError",
+        "collect",
+        "make_context",
+        "stream_problems",
+    ],
+    "agentrunner.wire.websocket": [
+        "TOKEN_ENV",
+        "WebSocketFrameChannel",
+        "serve_websocket",
+    ],
+}
+_SDK_PUBLIC_MODULES = {"agentrunner", "agentrunner.wire", *_SDK_SUBMODULE_APIS}
+
+
+def test_sdk_public_submodules_are_pinned() -> None:
+    """Each public SDK submodule exports exactly its pinned names."""
+    for module_name, expected in _SDK_SUBMODULE_APIS.items():
+        _assert_pinned(module_name, expected)
+
+
+def _sdk_imports_outside_the_sdk() -> list[tuple[str, str, str]]:
+    """``(file, module, name)`` for every import of an SDK module by a file that is not part of the SDK."""
+    found: list[tuple[str, str, str]] = []
+    for root in ("packages", "runners", "tests", "bench"):
+        for path in sorted((_REPO / root).rglob("*.py")):
+            relative = path.relative_to(_REPO).as_posix()
+            if relative.startswith("packages/sdk/") or "/.venv/" in relative:
+                continue
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                    if node.module == "agentrunner" or node.module.startswith("agentrunner."):
+                        found += [(relative, node.module, alias.name) for alias in node.names]
+                elif isinstance(node, ast.Import):
+                    for alias in node.names:
+                        if alias.name.startswith("agentrunner."):
+                            module, _, name = alias.name.rpartition(".")
+                            found.append((relative, module, name))
+    return found
+
+
+def test_other_packages_import_only_public_sdk_names() -> None:
+    """Outside the SDK, every SDK import names a public module and a name in its ``__all__`` (or a public
+    submodule): the SDK's real surface is the one pinned above, not whatever happens to be importable."""
+    wrong: list[str] = []
+    for file, module, name in _sdk_imports_outside_the_sdk():
+        if module not in _SDK_PUBLIC_MODULES:
+            wrong.append(f"{file}: {module} is not a public SDK module")
+        elif (
+            name not in importlib.import_module(module).__all__
+            and f"{module}.{name}" not in _SDK_PUBLIC_MODULES
+        ):
+            wrong.append(f"{file}: {module}.{name} is not in {module}.__all__")
+    assert wrong == []

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from agentrunner import _json as json
+from agentrunner import codec as json
 from agentrunner_host.service import HostService
 from agentrunner_host.service.agents import AGENTS_FILE_NAME, IMPORTED_SUFFIX
 

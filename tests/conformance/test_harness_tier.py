@@ -20,7 +20,7 @@ from agentrunner import (
     AgentRunnerManifest,
     AgentRunResult,
     I18nObject,
-    _json,
+    codec,
 )
 from agentrunner_conformance.harness_tier import (
     HARNESS_TIER_REQUIREMENTS,
@@ -70,12 +70,12 @@ class Stub:
     def play(self, lines: Sequence[str], *, hang: bool = False) -> None:
         for old in self.records.iterdir():
             old.unlink()
-        self.script.write_text(_json.dumps_str({"lines": list(lines), "hang": hang}))
+        self.script.write_text(codec.dumps_str({"lines": list(lines), "hang": hang}))
 
     def launches(self) -> list[HarnessLaunch]:
         out: list[HarnessLaunch] = []
         for record in sorted(self.records.iterdir()):
-            data = _json.loads(record.read_bytes())
+            data = codec.loads(record.read_bytes())
             out.append(HarnessLaunch(pid=int(data["pid"]), files=dict(data["files"])))
         return out
 
@@ -113,7 +113,7 @@ class SampleHarnessRunner(AgentRunner):
         try:
             assert process.stdout is not None
             async for raw in process.stdout:
-                event = _json.loads(raw)
+                event = codec.loads(raw)
                 if event["type"] == "text":
                     text += str(event["text"])
                     yield out.delta(str(event["text"]))

@@ -18,7 +18,7 @@ from agentrunner import (
     AgentRunnerManifest,
     AgentRunResult,
     I18nObject,
-    _json,
+    codec,
 )
 from agentrunner_conformance.http_tier import HTTP_TIER_REQUIREMENTS, check_http_api_runner
 
@@ -79,7 +79,7 @@ class FakeChatPlatform:
             self.requests += 1
             mode = self.mode
             if isinstance(mode, int):
-                body = _json.dumps({"error": {"code": mode, "message": "scripted failure"}})
+                body = codec.dumps({"error": {"code": mode, "message": "scripted failure"}})
                 writer.write(
                     f"HTTP/1.1 {mode} Error\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n"
                     "Connection: close\r\n\r\n".encode()
@@ -140,7 +140,7 @@ class SampleChatRunner(AgentRunner):
                 async for line in response.aiter_lines():
                     if not line.startswith("data: ") or line == "data: [DONE]":
                         continue
-                    chunk = str(_json.loads(line[6:])["text"])
+                    chunk = str(codec.loads(line[6:])["text"])
                     text += chunk
                     yield out.delta(chunk)
         except httpx.HTTPError as exc:
@@ -159,7 +159,7 @@ class SwallowsErrors(SampleChatRunner):
         async with httpx.AsyncClient(timeout=30) as http:
             response = await http.post(self.url, json={"query": ctx.input.text})
         text = "".join(
-            str(_json.loads(line[6:])["text"])
+            str(codec.loads(line[6:])["text"])
             for line in response.text.splitlines()
             if line.startswith("data: ") and line != "data: [DONE]"
         )
@@ -181,7 +181,7 @@ class KeepsStreaming(SampleChatRunner):
             async with httpx.AsyncClient(timeout=30) as http, http.stream("POST", url, json={}) as response:
                 async for line in response.aiter_lines():
                     if line.startswith("data: ") and line != "data: [DONE]":
-                        chunks.put_nowait(str(_json.loads(line[6:])["text"]))
+                        chunks.put_nowait(str(codec.loads(line[6:])["text"]))
             chunks.put_nowait(None)
 
         task = asyncio.create_task(pump())

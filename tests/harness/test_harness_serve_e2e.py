@@ -22,7 +22,7 @@ from typing import Any
 
 import httpx
 import pytest
-from agentrunner import _json as json
+from agentrunner import codec as json
 from httpx_sse import connect_sse
 from mcp_fake_model_apis import serve_fake_anthropic, serve_fake_openai
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from agentrunner import RunnerId
-from agentrunner import _json as json
+from agentrunner import codec as json
 from agentrunner_host.legacy import (
     LEGACY_RUNNERS,
     diff,

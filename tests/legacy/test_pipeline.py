@@ -23,7 +23,7 @@ from agentrunner import (
     TextContent,
     ToolResource,
 )
-from agentrunner import _json as json
+from agentrunner import codec as json
 from agentrunner_host import Host
 from agentrunner_host.catalog import ResourceCatalog
 from agentrunner_host.errors import DuplicateEventError

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+from agentrunner import AgentRunAPI
 from agentrunner.actions import BackCallRequest
-from agentrunner.api import AgentRunAPI
 from agentrunner.context import AgentRunContext
 from agentrunner.errors import APIError
 

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from agentrunner import _json
+from agentrunner import codec
 
 __all__ = ["serve_fake_anthropic", "serve_fake_openai"]
 
@@ -22,13 +22,13 @@ def _sse(handler: BaseHTTPRequestHandler, events: list[tuple[str, dict[str, Any]
     handler.send_header("content-type", "text/event-stream")
     handler.end_headers()
     for name, data in events:
-        handler.wfile.write(f"event: {name}\ndata: {_json.dumps_str(data)}\n\n".encode())
+        handler.wfile.write(f"event: {name}\ndata: {codec.dumps_str(data)}\n\n".encode())
     handler.wfile.flush()
 
 
 def _body(handler: BaseHTTPRequestHandler, seen: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     raw = handler.rfile.read(int(handler.headers.get("content-length", "0") or 0))
-    body = _json.loads(raw) if raw else {}
+    body = codec.loads(raw) if raw else {}
     if seen is not None:
         # What the fake received, for tests that check what the harness sent (session ids, tool results).
         seen.append(
@@ -57,7 +57,7 @@ def _anthropic_events(block: dict[str, Any], stop: str) -> list[tuple[str, dict[
         delta = {"type": "text_delta", "text": block["text"]}
     else:
         start = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
-        delta = {"type": "input_json_delta", "partial_json": _json.dumps_str(block["input"])}
+        delta = {"type": "input_json_delta", "partial_json": codec.dumps_str(block["input"])}
     return [
         ("message_start", {"type": "message_start", "message": message}),
         ("content_block_start", {"type": "content_block_start", "index": 0, "content_block": start}),
@@ -91,7 +91,7 @@ def _anthropic_handler(tool: str, seen: list[dict[str, Any]] | None = None) -> t
             results = [c for c in last if c.get("type") == "tool_result"] if isinstance(last, list) else []
             offered = [t.get("name") for t in body.get("tools", [])]
             if results:
-                block = {"type": "text", "text": "Tool said: " + _json.dumps_str(results[-1].get("content"))}
+                block = {"type": "text", "text": "Tool said: " + codec.dumps_str(results[-1].get("content"))}
                 _sse(self, _anthropic_events(block, "end_turn"))
             elif tool in offered:
                 block = {"type": "tool_use", "id": "toolu_fake", "name": tool, "input": {}}
@@ -124,7 +124,7 @@ def _openai_handler(
             outputs = [i for i in items if isinstance(i, dict) and i.get("type") == "function_call_output"]
             item: dict[str, Any]
             if outputs:
-                text = "Tool said: " + _json.dumps_str(outputs[-1].get("output"))
+                text = "Tool said: " + codec.dumps_str(outputs[-1].get("output"))
                 content = [{"type": "output_text", "text": text, "annotations": []}]
                 item = {
                     "type": "message",
@@ -133,7 +133,7 @@ def _openai_handler(
                     "status": "completed",
                     "content": content,
                 }
-            elif namespace in _json.dumps_str(body.get("tools", [])):
+            elif namespace in codec.dumps_str(body.get("tools", [])):
                 item = {
                     "type": "function_call",
                     "id": "fc_1",

@@ -13,8 +13,8 @@ from typing import Any
 import httpx2
 import pytest
 import pytest_asyncio
+from agentrunner import AgentRunAPI
 from agentrunner.actions import BackCallRequest
-from agentrunner.api import AgentRunAPI
 from agentrunner.context import AgentRunContext
 from agentrunner.errors import NotFoundError, UnauthorizedError
 from agentrunner_mcp import BridgeServer

@@ -12,8 +12,8 @@ import anyio
 import httpx2
 import pytest
 import pytest_asyncio
+from agentrunner import AgentRunAPI
 from agentrunner.actions import BackCallRequest
-from agentrunner.api import AgentRunAPI
 from agentrunner.errors import UnauthorizedError
 from agentrunner_mcp import BridgeServer, NonLoopbackBindError, RunRegistration
 from agentrunner_mcp.conformance_fixture import FixtureTransport, fixture_context

@@ -20,7 +20,7 @@ from typing import Any
 import anyio
 import pytest
 import pytest_asyncio
-from agentrunner import _json
+from agentrunner import codec
 from agentrunner_mcp import BridgeServer, HarnessTransport, create_external_mcp_bridge
 from mcp_bridge_fakes import FakeTransport, make_api, make_context
 from mcp_fake_model_apis import serve_fake_anthropic, serve_fake_openai
@@ -44,7 +44,7 @@ async def server() -> AsyncGenerator[BridgeServer]:
 
 
 def _jsonl(stdout: bytes) -> list[dict[str, Any]]:
-    return [_json.loads(line) for line in stdout.splitlines() if line.strip().startswith(b"{")]
+    return [codec.loads(line) for line in stdout.splitlines() if line.strip().startswith(b"{")]
 
 
 @contextmanager

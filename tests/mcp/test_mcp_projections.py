@@ -9,7 +9,7 @@ from pathlib import Path
 
 import httpx2
 import pytest
-from agentrunner import _json
+from agentrunner import codec
 from agentrunner_mcp import (
     CLAUDE_CONFIG_FILE,
     CODEX_CONFIG_FILE,
@@ -64,7 +64,7 @@ async def test_claude_http_config_points_at_the_bridge_with_the_token(tmp_path: 
     async with create_external_mcp_bridge(ctx, make_api(ctx, FakeTransport())) as bridge:
         args = bridge.claude_cli_args(tmp_path)
         path = tmp_path / CLAUDE_CONFIG_FILE
-        config = _json.loads(path.read_bytes())
+        config = codec.loads(path.read_bytes())
         url, token = bridge.url, bridge.token
     assert config == {
         "mcpServers": {
@@ -86,7 +86,7 @@ async def test_claude_stdio_config_launches_the_proxy_with_its_env(tmp_path: Pat
     ctx = make_context("run-cs")
     async with create_external_mcp_bridge(ctx, make_api(ctx, FakeTransport())) as bridge:
         path = bridge.write_claude_config(tmp_path, transport="stdio")
-        server = _json.loads(path.read_bytes())["mcpServers"]["agentrunner"]
+        server = codec.loads(path.read_bytes())["mcpServers"]["agentrunner"]
         assert server == {
             "type": "stdio",
             "command": sys.executable,

@@ -12,7 +12,7 @@ import anyio
 import httpx2
 import pytest
 import pytest_asyncio
-from agentrunner import _json
+from agentrunner import codec
 from agentrunner_mcp import PROXY_TOKEN_ENV, PROXY_URL_ENV, BridgeServer, create_external_mcp_bridge
 from agentrunner_mcp.proxy import initialize_answer
 from mcp import ClientSession, StdioServerParameters, stdio_client
@@ -116,8 +116,8 @@ async def test_the_proxys_early_initialize_answer_is_the_bridges_own(
             reply = await http.post(
                 server.url, json=request, headers={**MCP_HEADERS, "Authorization": f"Bearer {reg.token}"}
             )
-    bridge = _json.loads(next(line[5:] for line in reply.text.splitlines() if line.startswith("data:")))
-    early = _json.loads(initialize_answer(_json.dumps(request)) or b"null")
+    bridge = codec.loads(next(line[5:] for line in reply.text.splitlines() if line.startswith("data:")))
+    early = codec.loads(initialize_answer(codec.dumps(request)) or b"null")
     assert early["id"] == bridge["id"]
     assert early["result"]["protocolVersion"] == bridge["result"]["protocolVersion"]
     assert early["result"]["capabilities"] == bridge["result"]["capabilities"]
@@ -127,13 +127,13 @@ async def test_the_proxys_early_initialize_answer_is_the_bridges_own(
 async def test_the_proxy_answers_initialize_before_it_can_reach_the_bridge() -> None:
     """``initialize`` is answered from the proxy's own description, so a harness sees the server connected at
     once; the bridge (here unreachable) is only contacted afterwards."""
-    initialize = _json.dumps(INITIALIZE) + b"\n"
+    initialize = codec.dumps(INITIALIZE) + b"\n"
     env = {**os.environ, PROXY_URL_ENV: "http://127.0.0.1:9/mcp", PROXY_TOKEN_ENV: "t"}
     with anyio.fail_after(60):
         done = await anyio.run_process(
             [sys.executable, "-m", "agentrunner_mcp.proxy"], input=initialize, env=env, check=False
         )
-    (answer,) = [_json.loads(line) for line in done.stdout.splitlines()]
+    (answer,) = [codec.loads(line) for line in done.stdout.splitlines()]
     assert answer["id"] == 1
     assert answer["result"]["capabilities"]["tools"] == {"listChanged": False}
     assert done.returncode == 1  # and then it could not reach the bridge

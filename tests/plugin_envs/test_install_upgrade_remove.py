@@ -11,7 +11,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from agentrunner import _json as json
+from agentrunner import codec as json
 from agentrunner_host.cli import EXIT_FAILURE, EXIT_OK, cli
 from agentrunner_host.config import load_settings
 from agentrunner_host.http import create_app

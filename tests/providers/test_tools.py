@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 from agentrunner import InvalidArgumentError, NotFoundError, RuntimeAPIError, ToolResource
-from agentrunner import _json as json
+from agentrunner import codec as json
 from agentrunner.actions import ToolCallParams
 from agentrunner_host.access import ConversationKey, RunAccess
 from agentrunner_host.providers import tools as providers_tools

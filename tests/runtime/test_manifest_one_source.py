@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from agentrunner.wire.loader import load_runner_class
+from agentrunner.wire import load_runner_class
 from agentrunner_host.registry import manifest_differences
 from agentrunner_host.runtime.discovery import MANIFEST_FILE, load_plugin_dir
 

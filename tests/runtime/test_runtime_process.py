@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agentrunner import _json
+from agentrunner import codec
 from agentrunner_host.errors import RunnerTransportError
 from agentrunner_host.runtime import (
     PluginSpec,
@@ -60,7 +60,7 @@ async def _collect(conn: RunnerConnection, runner: str, run_id: str, **config: A
 
 def _message(result: RawResult) -> Any:
     assert isinstance(result, dict)
-    return _json.loads(result["data"]["message"]["content"])
+    return codec.loads(result["data"]["message"]["content"])
 
 
 async def _eventually(predicate: Callable[[], bool], *, within: float) -> bool:

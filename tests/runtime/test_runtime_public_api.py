@@ -5,8 +5,7 @@ from __future__ import annotations
 import importlib
 from typing import get_args
 
-from agentrunner.wire import FRAME_KINDS, Frame
-from agentrunner.wire.frames import FrameAdapter
+from agentrunner.wire import FRAME_KINDS, Frame, FrameAdapter
 
 _WIRE_API = sorted(
     [
@@ -33,6 +32,8 @@ _WIRE_API = sorted(
             "WireAPITransport",
             "decode_frame",
             "encode_frame",
+            "frame_from_object",
+            "parse_line",
             "load_runner_class",
             "load_runners",
             "serve_stdio",

@@ -10,7 +10,7 @@ import sys
 from collections.abc import AsyncIterator
 
 import pytest
-from agentrunner import AgentRunner, _json
+from agentrunner import AgentRunner, codec
 from agentrunner.wire import load_runners
 from agentrunner.wire.websocket import TOKEN_ENV, serve_websocket
 from agentrunner_host.errors import RunnerTransportError
@@ -72,7 +72,7 @@ async def test_a_runtime_with_its_token_serves_runs_and_back_calls(
         called = await _results(conn, "caller", "ws-call")
         content = called[0]["data"]
         assert isinstance(content, dict)
-        assert _json.loads(content["message"]["content"])["state"]["caller"] == "tests/echo"
+        assert codec.loads(content["message"]["content"])["state"]["caller"] == "tests/echo"
         assert {r.caller for r in handler.requests} == {"tests/echo"}
     finally:
         await _stop(runtime)
@@ -184,7 +184,7 @@ async def test_a_remote_runtime_that_stops_answering_is_dropped_and_a_reconnecti
         blocker = conn.run(make_request("spawner", run_id="ws-blocked"))
         said = await anext(blocker)
         assert isinstance(said, dict)
-        grandchild = _json.loads(said["data"]["message"]["content"])["grandchild"]
+        grandchild = codec.loads(said["data"]["message"]["content"])["grandchild"]
         for stream in (blocker, sibling):
             with pytest.raises(RunnerTransportError, match="no answer to a liveness ping") as info:
                 await anext(stream)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from abc import abstractmethod
 from collections.abc import AsyncIterator
 from typing import Any, ClassVar
@@ -124,6 +126,43 @@ def test_a_subclass_inherits_its_parents_manifest() -> None:
         pass
 
     assert Child.manifest is _Echo.manifest
+
+
+_WITHOUT_THE_BRIDGE = """
+import sys
+sys.modules[sys.argv[1]] = None  # `import` of a None entry raises ModuleNotFoundError, as when not installed
+from agentrunner import AgentRunAPI, AgentRunContext, AgentRunner
+from agentrunner.testing import make_context
+ctx = make_context()
+try:
+    AgentRunner.create_external_mcp_bridge(ctx, AgentRunAPI(None, run_id=ctx.run_id))  # type: ignore
+except ImportError as exc:
+    print(repr(exc.name), exc)
+"""
+
+
+@pytest.mark.parametrize("missing", ["agentrunner_mcp", "mcp"])
+def test_the_bridge_hook_names_the_package_to_install_when_it_is_missing(missing: str) -> None:
+    """Without ``agentrunner-mcp-bridge`` (or its ``mcp``), the hook raises ``ImportError`` with the install
+    command, not a definition error: the runner is fine, its environment lacks a package. (In a child
+    process, so this process's imported modules stay as they are.)"""
+    done = subprocess.run(
+        [sys.executable, "-c", _WITHOUT_THE_BRIDGE, missing], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"'{missing}") and "pip install agentrunner-mcp-bridge" in done.stdout
+
+
+async def test_the_bridge_hook_is_the_bridge_packages_helper() -> None:
+    """With the package installed, the hook returns its context manager, typed as its handle."""
+    from agentrunner_mcp import ExternalMCPBridge
+
+    ctx = AgentRunContext.model_validate(payloads.context())
+    api = AgentRunAPI(FakeSilentTransport(), run_id=ctx.run_id)
+    async with AgentRunner.create_external_mcp_bridge(ctx, api) as bridge:
+        assert isinstance(bridge, ExternalMCPBridge)
+        assert bridge.url.startswith("http://127.0.0.1:")
+    assert bridge.closed
 
 
 class FakeSilentTransport:

@@ -20,7 +20,7 @@ from agentrunner import (
     AgentRunnerPermissions,
     I18nObject,
 )
-from agentrunner import _json as json
+from agentrunner import codec as json
 from agentrunner_host import Host
 from agentrunner_host.catalog import ResourceCatalog
 from agentrunner_host.definitions import ResourcePolicy

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from agentrunner import MessageCompletedResult, _json, parse_result
+from agentrunner import MessageCompletedResult, codec, parse_result
 from agentrunner_host.runtime.sandbox import is_dumpable, make_non_dumpable, scrub_environ
 
 from .isolation import plugin_account, plugin_command, serving, world_readable_probe
@@ -57,11 +57,11 @@ def test_a_plugin_running_as_the_plugin_account_reads_nothing_of_the_host(tmp_pa
         }
         config = tmp_path / "agentrunner.toml"
         config.write_text(
-            f"[runners]\nplugin_dirs = [{_json.dumps_str(str(plugins))}]\n"
-            f"[isolation]\nplugin_user = {_json.dumps_str(user.name)}\nplugin_command = {_json.dumps_str(command)}\n"
+            f"[runners]\nplugin_dirs = [{codec.dumps_str(str(plugins))}]\n"
+            f"[isolation]\nplugin_user = {codec.dumps_str(user.name)}\nplugin_command = {codec.dumps_str(command)}\n"
             "[[agents]]\nagent_id = 'snoop'\nrunner_id = 'plugin:security/probe/snoop'\n"
-            f"runner_config = {{ targets = {{ paths = {_json.dumps_str(targets['paths'])}, "
-            f"sentinels = {_json.dumps_str(targets['sentinels'])} }} }}\n"
+            f"runner_config = {{ targets = {{ paths = {codec.dumps_str(targets['paths'])}, "
+            f"sentinels = {codec.dumps_str(targets['sentinels'])} }} }}\n"
             "[[bindings]]\nbinding_id = 'snoop'\nagent_id = 'snoop'\n"
             "scope = { type = 'conversation', id = 'snoop' }\n",
             encoding="utf-8",
@@ -75,7 +75,7 @@ def test_a_plugin_running_as_the_plugin_account_reads_nothing_of_the_host(tmp_pa
                 timeout=120,
             )
             assert response.status_code == 200, response.text
-            report = _json.loads(_answer(response.json()))
+            report = codec.loads(_answer(response.json()))
     assert report["host_pid"] == host_pid
     assert report["uid"] == user.uid and report["euid"] == user.uid
     assert report["env_has_sentinel"] is False
@@ -107,7 +107,7 @@ def test_the_host_marks_itself_non_dumpable_and_scrubs_its_secret_variables(tmp_
     done = subprocess.run(
         [sys.executable, "-c", script], env=env, cwd=tmp_path, capture_output=True, text=True, check=True
     )
-    state = _json.loads(done.stdout.strip().splitlines()[-1])
+    state = codec.loads(done.stdout.strip().splitlines()[-1])
     assert state["dumpable"] is False
     assert state["umask"] == 0o077
     assert state["token"] is False and state["db"] is False  # gone from os.environ...

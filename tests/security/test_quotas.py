@@ -8,7 +8,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from agentrunner import MessageCompletedResult, RunFailedResult, _json, parse_result
+from agentrunner import MessageCompletedResult, RunFailedResult, codec, parse_result
 from agentrunner_host.runtime.sandbox import QUOTA_EXCEEDED
 from agentrunner_host.service import HostService
 
@@ -25,7 +25,7 @@ def _config(limits: str) -> str:
     # No liveness pings: the spinning runner blocks its event loop, and only the CPU limit may end it (a
     # ping timeout would be a wall-clock bound, which a loaded machine can reach first).
     parts = [
-        f"[runners]\nplugin_dirs = [{_json.dumps_str(str(PROBE_SOURCE.parent))}]\nping_interval_seconds = 0\n",
+        f"[runners]\nplugin_dirs = [{codec.dumps_str(str(PROBE_SOURCE.parent))}]\nping_interval_seconds = 0\n",
         f"[isolation]\n{limits}\n",
     ]
     for name in _RUNNERS:
@@ -77,7 +77,7 @@ async def test_every_quota_is_set_in_the_plugin_process(cpu_limited: httpx.Async
     """The child sees exactly the configured CPU, address-space, open-files and file-size limits."""
     results = await _run(cpu_limited, "snoop")
     message = next(r for r in results if isinstance(r, MessageCompletedResult))
-    limits = _json.loads(message.data.message.text())["limits"]
+    limits = codec.loads(message.data.message.text())["limits"]
     assert limits == {
         "RLIMIT_CPU": 4,
         "RLIMIT_AS": 1024 * 1024 * 1024,

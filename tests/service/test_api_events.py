@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import httpx
-from agentrunner import _json as json
+from agentrunner import codec as json
 from agentrunner_host.service import HostService
 from httpx_sse import aconnect_sse
 

@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 import pytest
 from agentrunner import AgentInput
-from agentrunner import _json as json
+from agentrunner import codec as json
 from agentrunner_host.definitions import AgentEventEnvelope
 from agentrunner_host.service import HostService
 from httpx_sse import aconnect_sse

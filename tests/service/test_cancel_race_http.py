@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 import uvicorn
-from agentrunner import _json as json
+from agentrunner import codec as json
 from agentrunner_host.http import create_app
 from agentrunner_host.service import HostService
 from httpx_sse import aconnect_sse

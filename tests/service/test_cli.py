@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from agentrunner import AgentRunnerManifest, DynamicFormItemSchema, I18nObject
-from agentrunner import _json as json
+from agentrunner import codec as json
 from agentrunner_host.cli import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, cli
 from agentrunner_host.stores import HostStores, RunStart
 from agentrunner_host.stores.engine import create_engine, default_sqlite_url, upgrade

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import uvicorn
-from agentrunner import _json as json
+from agentrunner import codec as json
 from agentrunner_host.cli import EXIT_FAILURE, EXIT_OK, cli
 from agentrunner_host.http import create_app
 from agentrunner_host.service import HostService

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from agentrunner import _json as json
+from agentrunner import codec as json
 from agentrunner_host.stores.engine import create_engine
 from httpx_sse import connect_sse
 from sqlalchemy import text

@@ -8,7 +8,7 @@ import io
 from pathlib import Path
 
 import pytest
-from agentrunner import _json as json
+from agentrunner import codec as json
 from agentrunner_host.cli import EXIT_FAILURE, EXIT_OK, cli
 from agentrunner_host.legacy import externalize_secrets, migrate_pipeline_config
 

@@ -18,7 +18,7 @@ from agentrunner import (
     AgentRunResult,
     I18nObject,
 )
-from agentrunner import _json as json
+from agentrunner import codec as json
 from agentrunner_host.runtime.inprocess import InProcessConnection
 from agentrunner_host.service import HostService
 from httpx_sse import aconnect_sse

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from agentrunner import _json as json
+from agentrunner import codec as json
 from agentrunner_host.cli import EXIT_OK, cli
 from httpx_sse import connect_sse
 

@@ -7,18 +7,18 @@ from __future__ import annotations
 import os
 import sys
 
-from agentrunner import _json
+from agentrunner import codec
 
 
 def _write(obj: object) -> None:
-    sys.stdout.buffer.write(_json.dumps(obj) + b"\n")
+    sys.stdout.buffer.write(codec.dumps(obj) + b"\n")
     sys.stdout.buffer.flush()
 
 
 def main() -> None:
     mode = os.environ.get("RAW_MODE", "garbage")
     for line in sys.stdin.buffer:
-        frame = _json.loads(line)
+        frame = codec.loads(line)
         kind = frame.get("kind")
         if kind == "hello":
             _write({"kind": "welcome", "id": frame["id"], "wire_version": 1, "runtime": "raw"})
@@ -33,7 +33,7 @@ def main() -> None:
             elif mode == "overrun":
                 # One write under PIPE_BUF: the host reads every frame before its consumer could grant credit.
                 lines = [
-                    _json.dumps({"kind": "result", "run_id": run_id, "sequence": i + 1, "result": {"i": i}})
+                    codec.dumps({"kind": "result", "run_id": run_id, "sequence": i + 1, "result": {"i": i}})
                     for i in range(frame["window"] + 5)
                 ]
                 sys.stdout.buffer.write(b"\n".join(lines) + b"\n")

@@ -30,7 +30,7 @@ from agentrunner import (
     ContextAPICapabilities,
     ConversationContext,
     DeliveryContext,
-    _json,
+    codec,
 )
 from hypothesis import HealthCheck, Phase, Verbosity, example, given, seed, settings
 from hypothesis import strategies as st
@@ -146,7 +146,7 @@ class Probe:
 
 
 def _ctx_text(ctx: AgentRunContext) -> str:
-    return _json.dumps_str(ctx.model_dump(mode="json", exclude_defaults=True))
+    return codec.dumps_str(ctx.model_dump(mode="json", exclude_defaults=True))
 
 
 def _describe_plan(example: tuple[AgentRunContext, FaultPlan]) -> str:

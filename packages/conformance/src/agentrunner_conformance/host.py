@@ -27,12 +27,13 @@ from agentrunner import (
     AgentRunAPI,
     AgentRunContext,
     ArtifactRef,
+    AudioContent,
     BackCallRequest,
     FileContent,
     ImageContent,
     ParsedResult,
     StateUpdatedResult,
-    _json,
+    codec,
 )
 from agentrunner.api_types import (
     ArtifactChunk,
@@ -60,7 +61,6 @@ from agentrunner.api_types import (
     ToolDetail,
     TranscriptItem,
 )
-from agentrunner.common import AudioContent
 from agentrunner.errors import (
     APIError,
     DeadlineExceededError,
@@ -682,7 +682,7 @@ def _dump(model: BaseModel) -> dict[str, Any]:
 
 def _json_size(value: object) -> int:
     try:
-        return _json.json_size(value)
+        return codec.json_size(value)
     except TypeError:
         return MAX_STATE_VALUE_BYTES + 1
 

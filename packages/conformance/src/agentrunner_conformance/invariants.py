@@ -25,10 +25,10 @@ from agentrunner import (
     ToolCallCompletedResult,
     ToolCallStartedResult,
     UnknownResult,
-    _json,
+    codec,
+    is_compatible_protocol,
 )
 from agentrunner.results import ActionRequestedResult
-from agentrunner.version import is_compatible_protocol
 
 from .execution import RunRecord
 from .requirements import REQUIREMENTS, check
@@ -215,7 +215,7 @@ def _state_updates(record: RunRecord, manifest: AgentRunnerManifest) -> Iterator
     for r in record.results:
         if isinstance(r.parsed, StateUpdatedResult):
             try:
-                size = _json.json_size(r.parsed.data.value)
+                size = codec.json_size(r.parsed.data.value)
             except TypeError:
                 yield _v(
                     "result.state-updated.valid", f"state.updated {r.parsed.data.key!r}: value is not JSON"

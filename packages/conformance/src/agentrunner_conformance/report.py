@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import yaml
-from agentrunner import _json
+from agentrunner import codec
 
 from .errors import ExpectedFailuresError
 from .requirements import REQUIREMENTS, Requirement
@@ -122,7 +122,7 @@ class Report:
 
     def to_json(self) -> str:
         """The JSON report."""
-        return _json.dumps_str(self.to_dict())
+        return codec.dumps_str(self.to_dict())
 
     def to_junit_xml(self) -> str:
         """A JUnit XML report: one test case per requirement."""

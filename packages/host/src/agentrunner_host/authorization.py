@@ -26,7 +26,7 @@ from agentrunner import (
     StorageResource,
     ToolResource,
 )
-from agentrunner import _json as json
+from agentrunner import codec as json
 from pydantic import BaseModel, ConfigDict
 
 from agentrunner_host.definitions import AgentBinding, AgentEventEnvelope, RunPolicy

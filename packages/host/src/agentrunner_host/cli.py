@@ -29,7 +29,7 @@ from agentrunner import (
     RunFailedResult,
     parse_result,
 )
-from agentrunner import _json as json
+from agentrunner import codec as json
 from pydantic import BaseModel, ValidationError
 
 from agentrunner_host.admission import ID_PATTERN, AdmissionError, check_agent_config, is_valid_id

@@ -30,7 +30,7 @@ from agentrunner import (
     StaticContextRef,
     TextContent,
 )
-from agentrunner import _json as json
+from agentrunner import codec as json
 from pydantic import JsonValue
 
 from agentrunner_host.definitions import AgentBinding, AgentEventEnvelope

@@ -31,7 +31,7 @@ from agentrunner import (
     RuntimeAPIError,
     UnauthorizedError,
 )
-from agentrunner import _json as json
+from agentrunner import codec as json
 from agentrunner.actions import (
     ActionSpec,
     ArtifactIdParams,

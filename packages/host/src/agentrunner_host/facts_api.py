@@ -39,7 +39,7 @@ from agentrunner import (
     StorageListPage,
     StorageValue,
     UnauthorizedError,
-    _json,
+    codec,
 )
 from agentrunner.actions import (
     ArtifactIdParams,
@@ -123,7 +123,7 @@ class CursorCodec:
     def _context(self, api: str, binding: tuple[str, ...]) -> Any:
         # keyed BLAKE2b is a MAC by design (no HMAC construction) and a C call; the context part of the
         # input is hashed once and copied for every cursor of a page
-        return hashlib.blake2b(_json.dumps([api, list(binding)]), key=self._key, digest_size=_MAC_BYTES)
+        return hashlib.blake2b(codec.dumps([api, list(binding)]), key=self._key, digest_size=_MAC_BYTES)
 
     def encoder(self, api: str, binding: tuple[str, ...]) -> Callable[[int | str], str]:
         """A function making cursors of *api* within *binding* (cheap per call: pages make one per item)."""

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentrunner import AgentRunRequest, AgentRunResult
-from agentrunner import _json as json
+from agentrunner import codec as json
 
 from agentrunner_host.definitions import AgentBinding, AgentEventEnvelope
 from agentrunner_host.stores import DuplicateEventStoredError, EventEntry

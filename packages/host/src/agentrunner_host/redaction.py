@@ -15,7 +15,7 @@ from typing import Any, Final, cast
 from urllib.parse import urlsplit
 
 from agentrunner import AgentRunResult, UnknownResult, parse_result
-from agentrunner import _json as json
+from agentrunner import codec as json
 
 from agentrunner_host.config import Settings, is_env_ref
 from agentrunner_host.runtime.environment import Redactor, looks_secret_name

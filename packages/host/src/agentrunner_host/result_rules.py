@@ -32,7 +32,7 @@ from agentrunner import (
     UnknownResult,
     parse_result,
 )
-from agentrunner import _json as json
+from agentrunner import codec as json
 from agentrunner.results import AgentRunResultBase
 from pydantic import ValidationError
 

@@ -6,8 +6,7 @@ from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from agentrunner import _json
-from agentrunner.api import AgentRunAPI
+from agentrunner import AgentRunAPI, codec
 from agentrunner.context import AgentRunContext
 
 from .projections import (
@@ -138,7 +137,7 @@ class ExternalMCPBridge:
 
     def write_claude_config(self, directory: Path, *, transport: HarnessTransport = "http") -> Path:
         """Write the ``--mcp-config`` file into *directory* (owner-only) and return its path."""
-        text = _json.dumps_str(self.claude_mcp_config(transport=transport))
+        text = codec.dumps_str(self.claude_mcp_config(transport=transport))
         return write_private_file(Path(directory) / CLAUDE_CONFIG_FILE, text)
 
     def claude_cli_args(self, directory: Path, *, transport: HarnessTransport = "http") -> list[str]:

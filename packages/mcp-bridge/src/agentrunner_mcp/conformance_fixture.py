@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any, Final
 
 import anyio
+from agentrunner import AgentRunAPI
 from agentrunner.actions import BackCallRequest
-from agentrunner.api import AgentRunAPI
 from agentrunner.context import AgentRunContext
 from agentrunner.errors import NotFoundError
 

@@ -26,15 +26,15 @@ from urllib.parse import quote, unquote, urlsplit
 
 import mcp_types as types
 from agentrunner import (
+    AgentRunAPI,
     ArtifactRef,
     AudioContent,
     ContentElement,
     FileContent,
     ImageContent,
     TextContent,
-    _json,
+    codec,
 )
-from agentrunner.api import AgentRunAPI
 from agentrunner.api_types import ArtifactChunk
 from agentrunner.errors import APIError, PayloadTooLargeError
 from pydantic import TypeAdapter, ValidationError
@@ -203,7 +203,7 @@ async def result_blocks(result: dict[str, Any], api: AgentRunAPI, log: Log) -> l
             except ValidationError:
                 blocks = []
     if not blocks and (content is not None or result.get("artifact") is None):
-        blocks = [types.TextContent(text=content if isinstance(content, str) else _json.dumps_str(content))]
+        blocks = [types.TextContent(text=content if isinstance(content, str) else codec.dumps_str(content))]
     artifact = result.get("artifact")
     if isinstance(artifact, dict):
         try:

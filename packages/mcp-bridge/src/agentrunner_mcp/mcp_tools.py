@@ -5,8 +5,7 @@ from __future__ import annotations
 from typing import Any, Final, cast
 
 import mcp_types as types
-from agentrunner import _json
-from agentrunner.api import AgentRunAPI
+from agentrunner import AgentRunAPI, codec
 from agentrunner.errors import APIError
 from agentrunner.external_tools import ExposedTool
 
@@ -87,7 +86,7 @@ async def tool_result(
             is_error=bool(result.get("is_error", False)),
         )
     return types.CallToolResult(
-        content=[types.TextContent(text=_json.dumps_str(result))], structured_content=result
+        content=[types.TextContent(text=codec.dumps_str(result))], structured_content=result
     )
 
 

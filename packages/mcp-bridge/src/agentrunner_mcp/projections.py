@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from agentrunner import _json
+from agentrunner import codec
 
 from .env import PROXY_TOKEN_ENV, PROXY_URL_ENV
 
@@ -110,7 +110,7 @@ def claude_cli_args(config_path: Path, endpoint: BridgeEndpoint) -> list[str]:
 
 def _toml_str(value: str) -> str:
     # A JSON string literal is a valid TOML basic string: both use \" \\ \n \t \uXXXX escapes.
-    return _json.dumps_str(value)
+    return codec.dumps_str(value)
 
 
 def _toml_list(values: list[str]) -> str:

@@ -83,7 +83,7 @@ class ProxySettings:
 def initialize_answer(line: bytes) -> bytes | None:
     """The proxy's own answer to *line* when it is an ``initialize`` request (``None`` otherwise)."""
     try:
-        # The standard library's json, not agentrunner._json: importing the SDK alone takes ~2 s here.
+        # The standard library's json, not agentrunner.codec: importing the SDK alone takes ~2 s here.
         decoded: object = json.loads(line)
     except ValueError:
         return None

@@ -24,7 +24,7 @@ from typing import Any, Final, Self, TypeVar
 
 import mcp_types as types
 import uvicorn
-from agentrunner.api import AgentRunAPI
+from agentrunner import AgentRunAPI
 from agentrunner.context import AgentRunContext
 from agentrunner.errors import APIError, NotFoundError, RuntimeAPIError, UnauthorizedError
 from agentrunner.external_tools import ExposedTool, invoke_exposed_tool, run_tool_surface

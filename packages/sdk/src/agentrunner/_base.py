@@ -10,6 +10,8 @@ Forward compatibility (PROTOCOL_V1 §3) is decided here, once:
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from pydantic import BaseModel, ConfigDict
 
 __all__ = ["ProtocolModel"]
@@ -18,7 +20,7 @@ __all__ = ["ProtocolModel"]
 class ProtocolModel(BaseModel):
     """Base of every wire model: unknown fields are ignored, field docstrings become descriptions."""
 
-    model_config = ConfigDict(
+    model_config: ClassVar[ConfigDict] = ConfigDict(
         extra="ignore",
         use_attribute_docstrings=True,
         populate_by_name=True,

@@ -17,7 +17,7 @@ from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel, JsonValue
 
-from . import _json
+from . import codec
 from .actions import ACTIONS, BackCallRequest, KnowledgeListResult
 from .api_types import (
     ArtifactChunk,
@@ -353,7 +353,7 @@ class AgentRunAPI:
         clean = {
             k: v for k, v in params.items() if v is not None or (k in fields and fields[k].is_required())
         }
-        where = _json.non_finite_path(clean)
+        where = codec.non_finite_path(clean)
         if where is not None:
             raise InvalidArgumentError(f"{action}: {where}: NaN and Infinity are not JSON numbers")
         return BackCallRequest(

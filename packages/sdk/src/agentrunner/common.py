@@ -7,7 +7,7 @@ plain ``http(s)`` URL, never as base64 or ``data:`` URLs.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import AfterValidator, ConfigDict, Field, GetJsonSchemaHandler, JsonValue, model_validator
 from pydantic.json_schema import JsonSchemaValue
@@ -35,7 +35,7 @@ class I18nObject(ProtocolModel):
     A plain string is accepted and becomes the ``en_US`` entry. At least one locale must be present.
     """
 
-    model_config = ConfigDict(extra="allow")
+    model_config: ClassVar[ConfigDict] = ConfigDict(extra="allow")
 
     en_US: str | None = None
     """English (United States)."""

@@ -49,7 +49,8 @@ class ResultEmitter:
     __slots__ = ("_sequence", "run_id")
 
     def __init__(self, run_id: str) -> None:
-        self.run_id = run_id
+        self.run_id: str = run_id
+        """The run every result is made for."""
         self._sequence = 0
 
     @property

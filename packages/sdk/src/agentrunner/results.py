@@ -8,11 +8,11 @@ warning, §3) instead of raising; a result of a known ``type`` with invalid ``da
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Final, Literal, TypeAlias
+from typing import Annotated, Any, ClassVar, Final, Literal, TypeAlias
 
 from pydantic import ConfigDict, Field, JsonValue, TypeAdapter
 
-from . import _json
+from . import codec
 from ._base import ProtocolModel
 from .common import ArtifactRef, ContentElement, TextContent
 
@@ -330,7 +330,7 @@ AgentRunResultAdapter: TypeAdapter[AgentRunResult] = TypeAdapter(AgentRunResult)
 class UnknownResult(ProtocolModel):
     """A result whose ``type`` this SDK does not know (a newer runner). Hosts ignore it with a warning."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config: ClassVar[ConfigDict] = ConfigDict(extra="allow")
 
     type: str
     """The unknown type."""
@@ -354,7 +354,7 @@ def parse_result(raw: dict[str, Any] | bytes | str) -> ParsedResult:
     not a JSON object or has no string ``type``.
     """
     if isinstance(raw, (bytes, str)):
-        raw = _json.loads(raw)
+        raw = codec.loads(raw)
     if not isinstance(raw, dict):
         raise ValueError(f"a result must be a JSON object, got {type(raw).__name__}")
     result_type = raw.get("type")

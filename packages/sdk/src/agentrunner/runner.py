@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import importlib
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator
-from typing import Any, ClassVar
+from contextlib import AbstractAsyncContextManager
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from .api import AgentRunAPI
 from .context import AgentRunContext
@@ -13,6 +13,10 @@ from .emitter import ResultEmitter
 from .errors import RunnerDefinitionError
 from .manifest import AgentRunnerManifest
 from .results import AgentRunResult
+
+if TYPE_CHECKING:
+    # Types only: the bridge is an optional package that itself depends on the SDK.
+    from agentrunner_mcp import BridgeServer, ExternalMCPBridge
 
 __all__ = ["AgentRunner"]
 
@@ -78,18 +82,28 @@ class AgentRunner(ABC):
         return ResultEmitter(ctx.run_id)
 
     @staticmethod
-    def create_external_mcp_bridge(ctx: AgentRunContext, api: AgentRunAPI, *, server: Any = None) -> Any:
-        """The run-scoped MCP bridge for an external harness (OFFICIAL_RUNNER_PLUGINS §6.2).
+    def create_external_mcp_bridge(
+        ctx: AgentRunContext, api: AgentRunAPI, *, server: BridgeServer | None = None
+    ) -> AbstractAsyncContextManager[ExternalMCPBridge]:
+        """The run-scoped MCP bridge for an external harness (see ``docs/mcp-bridge.md``).
 
         Use as ``async with self.create_external_mcp_bridge(ctx, api) as bridge:``; the bridge offers the run's
-        authorized host tools to Claude Code, Codex and friends, and every call goes through *api*. It lives in
-        the optional package ``agentrunner-mcp-bridge`` and is imported only here, so the SDK itself never
-        imports ``mcp``.
+        authorized host tools to Claude Code, Codex and friends, and every call goes through *api*. It is
+        ``agentrunner_mcp.create_external_mcp_bridge`` from the optional package ``agentrunner-mcp-bridge``,
+        imported only when called, so the SDK itself never imports ``mcp``.
+
+        Raises ``ImportError`` naming the package to install when ``agentrunner-mcp-bridge`` (or its ``mcp``
+        dependency) is not installed.
         """
         try:
-            module = importlib.import_module("agentrunner_mcp")
+            from agentrunner_mcp import create_external_mcp_bridge
         except ImportError as exc:
-            raise RunnerDefinitionError(
-                "create_external_mcp_bridge needs the agentrunner-mcp-bridge package: pip install agentrunner-mcp-bridge"
+            if (exc.name or "").partition(".")[0] not in {"agentrunner_mcp", "mcp"}:
+                raise  # a bug inside the bridge package, not a missing install
+            raise ImportError(
+                "AgentRunner.create_external_mcp_bridge needs the optional package agentrunner-mcp-bridge "
+                f"({exc.name} is not installed): add it to the runner's dependencies, or "
+                "`pip install agentrunner-mcp-bridge`",
+                name=exc.name,
             ) from exc
-        return module.create_external_mcp_bridge(ctx, api, server=server)
+        return create_external_mcp_bridge(ctx, api, server=server)

@@ -17,7 +17,7 @@ from typing import Final
 from urllib.parse import quote
 
 from agentrunner import AgentRunAPI, AgentRunContext, AgentRunner, AgentRunResult, ResultEmitter
-from agentrunner import _json as json
+from agentrunner import codec as json
 from agentrunner_http_kit import (
     ExternalIds,
     HttpSession,

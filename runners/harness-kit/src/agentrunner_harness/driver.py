@@ -20,8 +20,7 @@ from pathlib import Path
 from typing import Final, Protocol
 
 import orjson
-from agentrunner import AgentRunAPI, AgentRunContext, AgentRunner, AgentRunResult, ArtifactRef
-from agentrunner.emitter import ResultEmitter
+from agentrunner import AgentRunAPI, AgentRunContext, AgentRunner, AgentRunResult, ArtifactRef, ResultEmitter
 from pydantic import JsonValue
 
 from .environment import build_environment, parse_environment_json, redact

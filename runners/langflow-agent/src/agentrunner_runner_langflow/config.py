@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, cast
 
-from agentrunner import _json as json
+from agentrunner import codec as json
 from agentrunner_http_kit import ConfigReader
 from pydantic import JsonValue
 

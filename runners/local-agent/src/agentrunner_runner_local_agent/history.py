@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from agentrunner import (
+    AgentRunAPI,
     AgentRunContext,
     APIError,
     ChatMessage,
@@ -23,7 +24,6 @@ from agentrunner import (
     TranscriptItem,
     UnauthorizedError,
 )
-from agentrunner.api import AgentRunAPI
 from pydantic import JsonValue
 
 from .deadline import Deadline

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from agentrunner import (
+    AgentRunAPI,
     AgentRunContext,
     APIError,
     ArtifactRef,
@@ -22,8 +23,7 @@ from agentrunner import (
     ImageContent,
     TextContent,
 )
-from agentrunner import _json as json
-from agentrunner.api import AgentRunAPI
+from agentrunner import codec as json
 
 from .deadline import Deadline
 

@@ -12,13 +12,13 @@ from typing import Final
 
 from agentrunner import (
     AgentResources,
+    AgentRunAPI,
     APIError,
     DeadlineExceededError,
     KnowledgeHit,
     ModelResource,
     UnauthorizedError,
 )
-from agentrunner.api import AgentRunAPI
 from pydantic import JsonValue
 
 from .deadline import Deadline

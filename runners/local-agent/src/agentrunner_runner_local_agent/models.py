@@ -14,6 +14,7 @@ from typing import Any
 
 from agentrunner import (
     AgentResources,
+    AgentRunAPI,
     APIError,
     ChatMessage,
     DeadlineExceededError,
@@ -23,7 +24,6 @@ from agentrunner import (
     ModelUsage,
     UnauthorizedError,
 )
-from agentrunner.api import AgentRunAPI
 from pydantic import JsonValue
 
 from .deadline import Deadline

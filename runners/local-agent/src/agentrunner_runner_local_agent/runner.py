@@ -28,7 +28,7 @@ from agentrunner import (
     TextContent,
     UnauthorizedError,
 )
-from agentrunner import _json as json
+from agentrunner import codec as json
 from pydantic import JsonValue
 
 from .config import LocalAgentConfig

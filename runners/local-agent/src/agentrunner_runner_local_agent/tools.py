@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from agentrunner import AgentResources, ToolCallResult, ToolResource
-from agentrunner import _json as json
+from agentrunner import codec as json
 from pydantic import JsonValue
 
 __all__ = ["RESULT_CHARS", "Toolbox", "preview", "result_text"]

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, cast
 
-from agentrunner import _json as json
+from agentrunner import codec as json
 from agentrunner_http_kit import PlatformError, ReplyText
 from pydantic import JsonValue
 

@@ -18,7 +18,7 @@ from agentrunner import (
     AgentRunResult,
     APIError,
     I18nObject,
-    _json,
+    codec,
 )
 
 # A plugin that prints while it is imported must not corrupt the wire either: the runtime protects stdout
@@ -63,7 +63,7 @@ class Caller(AgentRunner):
     async def run(self, ctx: AgentRunContext, api: AgentRunAPI) -> AsyncIterator[AgentRunResult]:
         out = self.emitter(ctx)
         value = await api.state.get("conversation", "k")
-        yield out.message(_json.dumps_str({"state": value.value}))
+        yield out.message(codec.dumps_str({"state": value.value}))
         take = int(ctx.config.get("stream_take", 1_000_000))
         pieces: list[str] = []
         stream = api.models.stream("m1", [{"role": "user", "content": "hi"}])
@@ -75,14 +75,14 @@ class Caller(AgentRunner):
         finally:
             # Closing a stream left early sends call_cancel: the host stops serving it.
             await getattr(stream, "aclose")()  # noqa: B009 - AsyncIterator's annotation hides aclose
-        yield out.message(_json.dumps_str({"stream": pieces}))
+        yield out.message(codec.dumps_str({"stream": pieces}))
         foreign = AgentRunAPI(api.transport, run_id=str(ctx.config.get("foreign_run_id", "someone-else")))
         try:
             await foreign.state.get("conversation", "k")
             code = "none"
         except APIError as exc:
             code = exc.code
-        yield out.message(_json.dumps_str({"foreign": code}))
+        yield out.message(codec.dumps_str({"foreign": code}))
         yield out.complete()
 
 
@@ -123,7 +123,7 @@ class EnvDump(AgentRunner):
         names = [str(n) for n in ctx.config.get("names", [])]
         seen = {name: os.environ.get(name) for name in names}
         out = self.emitter(ctx)
-        yield out.message(_json.dumps_str({"env": seen, "cwd": os.getcwd(), "pid": os.getpid()}))
+        yield out.message(codec.dumps_str({"env": seen, "cwd": os.getcwd(), "pid": os.getpid()}))
         yield out.complete()
 
 
@@ -134,7 +134,7 @@ class Spawner(AgentRunner):
 
     async def run(self, ctx: AgentRunContext, api: AgentRunAPI) -> AsyncIterator[AgentRunResult]:
         grandchild = subprocess.Popen(["sleep", "300"])  # noqa: ASYNC220 - a fixture that must outlive its parent
-        yield self.emitter(ctx).message(_json.dumps_str({"grandchild": grandchild.pid}))
+        yield self.emitter(ctx).message(codec.dumps_str({"grandchild": grandchild.pid}))
         time.sleep(300)  # noqa: ASYNC251 - blocks the loop on purpose: this runtime is hung
 
 

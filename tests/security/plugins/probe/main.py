@@ -14,7 +14,7 @@ from agentrunner import (
     AgentRunnerManifest,
     AgentRunResult,
     I18nObject,
-    _json,
+    codec,
 )
 
 
@@ -60,7 +60,7 @@ class Snoop(AgentRunner):
             },
         }
         out = self.emitter(ctx)
-        yield out.message(_json.dumps_str(report))
+        yield out.message(codec.dumps_str(report))
         yield out.complete()
 
 

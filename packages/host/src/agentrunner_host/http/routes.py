@@ -10,7 +10,7 @@ from typing import Any, Final, TypeVar
 from urllib.parse import quote
 
 from agentrunner import AgentInput, DeliveryContext
-from agentrunner import _json as json
+from agentrunner import codec as json
 from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse

@@ -10,7 +10,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Final
 
-from agentrunner import _json as json
+from agentrunner import codec as json
 
 from agentrunner_host.service import ReplayItem
 

@@ -36,7 +36,7 @@ from agentrunner import (
     SubjectContext,
     TextContent,
 )
-from agentrunner import _json as json
+from agentrunner import codec as json
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from agentrunner_host.context_builder import is_secret_name

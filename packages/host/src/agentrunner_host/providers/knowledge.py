@@ -36,7 +36,7 @@ from agentrunner import (
     ModelResource,
     NotFoundError,
 )
-from agentrunner import _json as json
+from agentrunner import codec as json
 from agentrunner.actions import KnowledgeRetrieveParams, ModelRerankParams
 from agentrunner.api_types import KnowledgeHit
 from pydantic import BaseModel, ConfigDict, Field, JsonValue

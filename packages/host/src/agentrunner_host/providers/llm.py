@@ -44,7 +44,7 @@ from agentrunner import (
     RuntimeAPIError,
     TextContent,
 )
-from agentrunner import _json as json
+from agentrunner import codec as json
 from agentrunner.actions import ModelInvokeParams, ModelRerankParams
 from agentrunner.api_types import ModelToolCall, ModelUsage, RerankItem
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator

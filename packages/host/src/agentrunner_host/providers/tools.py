@@ -40,7 +40,7 @@ from agentrunner import (
     ToolDetail,
     ToolResource,
 )
-from agentrunner import _json as json
+from agentrunner import codec as json
 from agentrunner.actions import ToolCallParams
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client

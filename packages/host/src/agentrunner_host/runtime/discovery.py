@@ -15,7 +15,7 @@ from typing import Any, cast
 
 import yaml
 from agentrunner import AgentRunnerManifest, InvalidRunnerIdError, RunnerId, is_compatible_protocol
-from agentrunner.wire.loader import ENTRY_POINT_GROUP
+from agentrunner.wire import ENTRY_POINT_GROUP
 from pydantic import ValidationError
 
 from .manifest import PluginManifest

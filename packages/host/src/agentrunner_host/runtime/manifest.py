@@ -14,6 +14,7 @@ from pathlib import PurePosixPath
 from typing import Final, Literal
 
 from agentrunner import (
+    PROTOCOL_VERSION,
     AgentRunnerCapabilities,
     AgentRunnerContextPolicy,
     AgentRunnerManifest,
@@ -22,7 +23,6 @@ from agentrunner import (
     I18nObject,
     RunnerId,
 )
-from agentrunner.version import PROTOCOL_VERSION
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 __all__ = [

@@ -39,8 +39,8 @@ from pathlib import Path
 from typing import Any, Final, Literal
 
 from agentrunner import BackCallRequest, InvalidRunnerIdError, RunnerId, UnauthorizedError
-from agentrunner import _json as json
-from agentrunner.wire.loader import ENTRY_POINT_GROUP
+from agentrunner import codec as json
+from agentrunner.wire import ENTRY_POINT_GROUP
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from agentrunner_host.errors import HostError

@@ -45,8 +45,9 @@ from agentrunner.wire import (
     StreamCreditFrame,
     WelcomeFrame,
     encode_frame,
+    frame_from_object,
+    parse_line,
 )
-from agentrunner.wire.codec import frame_from_object, parse_line
 from pydantic import BaseModel, ValidationError
 
 from agentrunner_host.errors import RunnerTransportError

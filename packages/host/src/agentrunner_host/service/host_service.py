@@ -28,8 +28,8 @@ from agentrunner import (
     InvalidRunnerIdError,
     RunnerId,
 )
-from agentrunner import _json as json
-from agentrunner.wire.loader import ENTRY_POINT_GROUP
+from agentrunner import codec as json
+from agentrunner.wire import ENTRY_POINT_GROUP
 from alembic.script import ScriptDirectory
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine

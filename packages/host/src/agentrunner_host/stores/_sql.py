@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from agentrunner import _json
+from agentrunner import codec
 from sqlalchemy import Table
 from sqlalchemy.dialects import postgresql, sqlite
 
@@ -31,7 +31,7 @@ def thread_or_none(stored: str | None) -> str | None:
 
 def canonical(parts: tuple[str, ...] | list[str]) -> str:
     """A collision-free text form of structured parts: a JSON array (``["a:b"]`` ≠ ``["a","b"]``)."""
-    return _json.dumps_str(list(parts))
+    return codec.dumps_str(list(parts))
 
 
 def digest(text: str) -> str:

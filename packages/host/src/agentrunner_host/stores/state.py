@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, cast
 
-from agentrunner import MAX_STATE_VALUE_BYTES, _json
+from agentrunner import MAX_STATE_VALUE_BYTES, codec
 from sqlalchemy import (
     ColumnElement,
     RowMapping,
@@ -166,7 +166,7 @@ def encode_state_value(value: Any, *, limit: int = MAX_STATE_VALUE_BYTES) -> str
     """The JSON text of *value*; raises :class:`InvalidValueError` (not JSON, NaN/Infinity) or
     :class:`ValueTooLargeError` (over *limit* bytes encoded)."""
     _check_json(value)
-    encoded = _json.dumps(value)
+    encoded = codec.dumps(value)
     if len(encoded) > limit:
         raise ValueTooLargeError("state value", size=len(encoded), limit=limit)
     return encoded.decode()
@@ -313,7 +313,7 @@ class StateStore:
         return StateItem(
             owner=owner,
             key=m["key"],
-            value=_json.loads(m["value"]),
+            value=codec.loads(m["value"]),
             version=m["version"],
             runner_id=m["runner_id"],
             created_at=m["created_at"],
@@ -499,7 +499,7 @@ class StateStore:
                 return out
             for owner_hash, keys in chosen.items():
                 rows = await conn.execute(_SNAPSHOT_VALUES, {"owner": owner_hash, "keys": keys})
-                values = {key: _json.loads(value) for key, value in rows}
+                values = {key: codec.loads(value) for key, value in rows}
                 out[by_hash[owner_hash]] = {key: values[key] for key in keys if key in values}
         return out
 

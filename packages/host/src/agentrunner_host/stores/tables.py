@@ -4,7 +4,7 @@ The migrations in ``agentrunner_host/migrations`` create exactly these tables; a
 database with this metadata on both engines. Conventions:
 
 * timestamps are integer Unix epoch milliseconds (``BigInteger``), never naive datetimes;
-* JSON columns hold text encoded by ``agentrunner._json`` (orjson);
+* JSON columns hold text encoded by ``agentrunner.codec`` (orjson);
 * the main line of a conversation is stored as thread ``""`` so it can be part of a primary key;
 * keys that are listed in order (state, storage) use the byte-order ``"C"`` collation on PostgreSQL, which
   is what SQLite's default ``BINARY`` collation does, so paging is identical on both engines.
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final
 
-from agentrunner import _json
+from agentrunner import codec
 from sqlalchemy import (
     BigInteger,
     Dialect,
@@ -81,10 +81,10 @@ class JSONText(TypeDecorator[Any]):
             return None
         if isinstance(value, bytes):
             return value.decode()
-        return _json.dumps_str(value)
+        return codec.dumps_str(value)
 
     def process_result_value(self, value: Any, dialect: Dialect) -> Any:
-        return None if value is None else _json.loads(value)
+        return None if value is None else codec.loads(value)
 
     def result_processor(self, dialect: Dialect, coltype: object) -> _ResultProcessorType[Any]:
         # the plain function instead of TypeDecorator's layered wrapper: three JSON columns per transcript
@@ -93,7 +93,7 @@ class JSONText(TypeDecorator[Any]):
 
 
 def _load_json(value: Any) -> Any:
-    return None if value is None else _json.loads(value)
+    return None if value is None else codec.loads(value)
 
 
 def _ordered_key(length: int) -> String:

@@ -18,7 +18,7 @@ from typing import Any, Final
 
 from pydantic import BaseModel, JsonValue, ValidationError
 
-from agentrunner import _json
+from agentrunner import codec
 from agentrunner.actions import (
     ACTIONS,
     BackCallRequest,
@@ -339,7 +339,7 @@ class FakeHost:
         self, run: _Run, scope: str, key: str, value: JsonValue, expected: int | None
     ) -> StateValue:
         owner = self._state_owner(run, scope)
-        size = _json.json_size(value)
+        size = codec.json_size(value)
         if size > MAX_STATE_VALUE_BYTES:
             raise PayloadTooLargeError(
                 f"state values are limited to {MAX_STATE_VALUE_BYTES} bytes",

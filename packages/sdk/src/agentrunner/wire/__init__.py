@@ -6,7 +6,7 @@ A host runs each plugin in its own process (or reaches it over a WebSocket) and 
 """
 
 from .channel import FrameChannel, StreamFrameChannel
-from .codec import decode_frame, encode_frame
+from .codec import decode_frame, encode_frame, frame_from_object, parse_line
 from .frames import (
     DEFAULT_RESULT_WINDOW,
     DEFAULT_STREAM_WINDOW,
@@ -71,6 +71,8 @@ __all__ = (
     # framing
     "encode_frame",
     "decode_frame",
+    "parse_line",
+    "frame_from_object",
     "FrameChannel",
     "StreamFrameChannel",
     # plugin side

@@ -6,7 +6,7 @@ import logging
 
 from pydantic import BaseModel, ValidationError
 
-from agentrunner import _json
+from agentrunner import codec
 from agentrunner.errors import ProtocolError
 
 from .frames import FRAME_KINDS, Frame, FrameAdapter
@@ -23,12 +23,12 @@ def encode_frame(frame: BaseModel) -> bytes:
     # directly; a pydantic dump would copy every payload first. Only error frames nest a model: orjson refuses
     # it, and that rare path dumps the nested model. A payload that is not JSON raises TypeError either way.
     try:
-        return _json.dumps(frame.__dict__) + b"\n"
+        return codec.dumps(frame.__dict__) + b"\n"
     except TypeError:
         fields = {
             k: v.model_dump(mode="json") if isinstance(v, BaseModel) else v for k, v in frame.__dict__.items()
         }
-        return _json.dumps(fields) + b"\n"
+        return codec.dumps(fields) + b"\n"
 
 
 def decode_frame(line: bytes | bytearray | memoryview) -> Frame | None:
@@ -43,7 +43,7 @@ def decode_frame(line: bytes | bytearray | memoryview) -> Frame | None:
 def parse_line(line: bytes | bytearray | memoryview) -> object:
     """The JSON value of one line; raises :class:`~agentrunner.errors.ProtocolError` when it is not JSON."""
     try:
-        return _json.loads(line)
+        return codec.loads(line)
     except ValueError as exc:
         raise ProtocolError(f"frame is not valid JSON: {exc}") from None
 

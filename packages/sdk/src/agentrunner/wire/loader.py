@@ -12,7 +12,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, Final
 
-from agentrunner import _json
+from agentrunner import codec
 from agentrunner.errors import RunnerDefinitionError
 from agentrunner.runner import AgentRunner
 
@@ -117,7 +117,7 @@ def runner_refs_from_plugin_dir(plugin_dir: Path) -> list[str]:
             ) from None
         data: Any = yaml.safe_load(yaml_path.read_text(encoding="utf-8"))
     elif json_path.is_file():
-        data = _json.loads(json_path.read_bytes())
+        data = codec.loads(json_path.read_bytes())
     else:
         raise RunnerDefinitionError(f"{plugin_dir} has no manifest.yaml or manifest.json")
     if not isinstance(data, dict):

@@ -16,7 +16,7 @@ from typing import Any, Final
 
 from pydantic import BaseModel, ValidationError
 
-from agentrunner import _json
+from agentrunner import codec
 from agentrunner.actions import BackCallRequest
 from agentrunner.api import AgentRunAPI
 from agentrunner.context import AgentRunRequest
@@ -206,9 +206,9 @@ class PluginRuntime:
         self._channel: FrameChannel | None = None
         self._closing = False
         self._sdk_version = sdk_version
-        self.max_frame_bytes = MAX_FRAME_BYTES
+        self.max_frame_bytes: int = MAX_FRAME_BYTES
         """Largest frame the host accepts (from its ``hello``)."""
-        self.transport = WireAPITransport(self, stream_window=stream_window)
+        self.transport: WireAPITransport = WireAPITransport(self, stream_window=stream_window)
         """The back-call transport every run's :class:`~agentrunner.AgentRunAPI` uses."""
 
     @property
@@ -239,7 +239,7 @@ class PluginRuntime:
         if self._channel is None or self._closing:
             raise RuntimeAPIError("the host connection is closed")
         data = (
-            _json.dumps({"kind": "result", "run_id": run_id, "sequence": sequence, "result": payload}) + b"\n"
+            codec.dumps({"kind": "result", "run_id": run_id, "sequence": sequence, "result": payload}) + b"\n"
         )
         if len(data) > self.max_frame_bytes + 1:
             raise PayloadTooLargeError(
@@ -426,7 +426,7 @@ def _dump_result(result: object, run_id: str) -> dict[str, Any]:
         payload: dict[str, Any] = dict(result)  # pyright: ignore[reportUnknownArgumentType]
         payload.setdefault("run_id", run_id)
         # Validated models refuse NaN themselves; a raw dict is checked here, before orjson writes it as null.
-        where = _json.non_finite_path(payload)
+        where = codec.non_finite_path(payload)
         if where is not None:
             raise ValueError(f"the result holds NaN or Infinity at {where}, which JSON cannot carry")
         return payload
