@@ -102,7 +102,7 @@ async def test_a_runtime_without_a_valid_token_is_refused(
     assert info.value.response.status_code == 401
     conn = server.connection("tests/echo")
     conn.connect_timeout = 0.2
-    with pytest.raises(RunnerTransportError) as error:
+    with pytest.raises(RunnerTransportError, match="no runtime connected within") as error:
         await conn.list_runners()
     assert error.value.code == "runtime.unavailable"
 
@@ -117,7 +117,7 @@ async def test_a_runtime_that_disconnects_mid_run_ends_its_runs_as_crashed(
     await anext(stream)
     await _stop(runtime)
     with pytest.raises(RunnerTransportError) as info:
-        await asyncio.wait_for(anext(stream), 2.0)
+        await anext(stream)
     assert info.value.code == "runtime.crashed"
 
 

@@ -411,7 +411,7 @@ async def test_a_call_after_the_deadline_fails_at_once_without_reaching_the_host
     api = AgentRunAPI(transport, run_id=RUN_ID, deadline_at=time.time() - 0.001)
     with pytest.raises(DeadlineExceededError, match="deadline has passed"):
         await api.events.get("e")
-    with pytest.raises(DeadlineExceededError):
+    with pytest.raises(DeadlineExceededError, match="deadline has passed"):
         async for _ in api.models.stream("m", [{"role": "user", "content": "x"}]):
             pass
     assert transport.requests == []
@@ -446,7 +446,7 @@ async def test_a_stream_consumer_that_outlives_the_deadline_fails_on_its_next_ch
     api = AgentRunAPI(transport, run_id=RUN_ID, deadline_at=time.time() + 0.2)
     seen: list[ModelStreamChunk] = []
     # The consumer's own work after each chunk takes it past the deadline.
-    with pytest.raises(DeadlineExceededError):
+    with pytest.raises(DeadlineExceededError, match="deadline"):
         await _drain(api.models.stream("m", [{"role": "user", "content": "x"}]), seen, pause=0.4)
     assert [chunk.delta for chunk in seen] == ["a"]
     assert transport.closed_streams == 1
