@@ -161,6 +161,10 @@ def playwright() -> Iterator[Playwright]:
         if _browser_required():
             pytest.fail(f"playwright is not installed: {exc}")
         pytest.skip(f"playwright is not installed: {exc}")
+    from playwright.sync_api import expect
+
+    # expect() has its own 5 s default; a loaded CI machine needs the same generous bound as the pages.
+    expect.set_options(timeout=_UI_TIMEOUT_MS)
     with sync_playwright() as driver:
         yield driver
 
