@@ -60,6 +60,12 @@ runner_id = "{PROBE_RUNNER}"
 binding_id = "echo-everywhere"
 agent_id = "echo"
 event_types = ["message.received"]
+
+[[bindings]]
+binding_id = "probe-for-bot-9"
+agent_id = "probe"
+scope = {{ type = "bot", id = "bot-9" }}
+event_types = ["message.received"]
 """
 
 

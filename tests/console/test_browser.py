@@ -98,6 +98,20 @@ def test_chat_with_echo_streams_the_reply(browser: Browser, screenshot: Shot) ->
     screenshot(page, "chat-echo")
 
 
+def test_a_binding_scope_picks_the_binding(browser: Browser) -> None:
+    page = browser.page()
+    browser.sign_in(page)
+    _ready(page)
+    page.get_by_text("Binding scope").click()
+    page.get_by_label("Bot id").fill("bot-9")
+    _send(page, "nonsense")  # through the bindings: the bot's binding sends it to the probe, which refuses it
+    terminal = _last_reply(page).locator(".event.terminal")
+    expect(terminal).to_have_attribute("data-code", "probe.unknown")
+    run_id = _last_reply(page).get_attribute("data-run")
+    with browser.server.api() as api:
+        assert api.get(f"/v1/runs/{run_id}").json()["binding_id"] == "probe-for-bot-9"
+
+
 def test_send_an_image(browser: Browser) -> None:
     page = browser.page()
     browser.sign_in(page)

@@ -86,6 +86,7 @@ async def chat_page(request: Request) -> Response:
         "chat.html",
         {
             "agents": agents,
+            "bindings": [e.binding.binding_id for e in service.directory.bindings()],
             "conversations": await _recent_conversations(service),
             "conversation": request.query_params.get("conversation", ""),
             "max_upload": MAX_UPLOAD_BYTES,

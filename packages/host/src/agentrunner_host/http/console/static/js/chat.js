@@ -327,6 +327,10 @@ async function send() {
     // the host passes to the others, which get the text parts only).
     const body = { conversation_id: conversationId, input: { text: text || null, contents, attachments: refs } };
     if (agentSelect.value) body.agent_id = agentSelect.value;
+    for (const [field, id] of [["bot_id", "bot"], ["workspace_id", "workspace"]]) {
+      const value = document.getElementById(id).value.trim();
+      if (value) body[field] = value;
+    }
     setStatus("sending…");
     await stream("/v1/events?stream=true", {
       method: "POST",
