@@ -17,7 +17,8 @@ from playwright.sync_api import Page, Request, expect
 
 from .conftest import Browser
 
-pytestmark = pytest.mark.slow
+# generous: the first test also waits for serve to start, and CI runs the suite on a loaded 2-core machine
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 Shot = Callable[[Page, str], Path]
 
