@@ -52,7 +52,8 @@ class Probe(AgentRunner):
         command = words[0] if words else ""
         if command == "gate" and len(words) > 1:
             gate = Path(words[1])
-            yield out.delta("part one ")
+            yield out.delta("part ")
+            yield out.delta("one ")
             # *gate* is a FIFO: reading it blocks until the test writes to it, which releases the run.
             await asyncio.to_thread(gate.read_bytes)
             yield out.delta("part two")

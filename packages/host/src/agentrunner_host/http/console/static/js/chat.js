@@ -246,10 +246,29 @@ function onResult(frame) {
   const result = JSON.parse(frame.data);
   bubble.apply(seq, frame.event, result);
   live.lastSeq = seq;
-  live.results.push({ seq, type: frame.event, result });
+  remember(seq, frame.event, result);
   if (ended(frame.event)) live.ended = true;
   saveLive();
   messages.scrollTop = messages.scrollHeight;
+}
+
+function textOnly(entry) {
+  const chunk = entry.type === "message.delta" ? (entry.result.data || {}).chunk || {} : null;
+  return chunk !== null && !(chunk.contents || []).length;
+}
+
+// Keep a result for a reload. Consecutive text deltas are folded into one entry (their text joined, the
+// later host_seq kept), so a long streamed reply does not fill sessionStorage with one entry per delta.
+function remember(seq, type, result) {
+  const entry = { seq, type, result };
+  const last = live.results[live.results.length - 1];
+  if (last && textOnly(last) && textOnly(entry)) {
+    const chunk = last.result.data.chunk;
+    chunk.content = (chunk.content || "") + (result.data.chunk.content || "");
+    last.seq = seq;
+    return;
+  }
+  live.results.push(structuredClone(entry));
 }
 
 function setBusy(busy) {
