@@ -1,5 +1,6 @@
 """The HTTP API of the host (Starlette): events, runs, results (JSON and SSE), runners, agents, bindings,
-transcripts, health; an OpenAPI 3.1 document generated from the same models."""
+transcripts, health; an OpenAPI 3.1 document generated from the same models; and the web console at ``/``
+(:mod:`agentrunner_host.http.console`)."""
 
 from .app import API_TITLE, create_app
 from .errors import ApiError
