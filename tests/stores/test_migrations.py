@@ -21,8 +21,10 @@ from sqlalchemy import Connection, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 
-def _head() -> str | None:
-    return ScriptDirectory.from_config(alembic_config()).get_current_head()
+def _head() -> str:
+    heads = ScriptDirectory.from_config(alembic_config()).get_heads()
+    assert len(heads) == 1, f"the migrations have several heads: {heads}"
+    return heads[0]
 
 
 def _diff(connection: Connection) -> list[Any]:

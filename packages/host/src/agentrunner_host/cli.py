@@ -32,6 +32,13 @@ from agentrunner import (
 from agentrunner import codec as json
 from pydantic import BaseModel, ValidationError
 
+from agentrunner_host.admin_commands import (
+    add_audit_command,
+    add_runner_control_commands,
+    run_audit,
+    run_runner_control,
+    view_json,
+)
 from agentrunner_host.admission import ID_PATTERN, AdmissionError, check_agent_config, is_valid_id
 from agentrunner_host.config import (
     BindingSpec,
@@ -108,6 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     runners_list = runners.add_parser("list", parents=[common], help="list runners")
     runners_list.add_argument("--json", action="store_true")
+    add_runner_control_commands(runners, common)
 
     plugins = commands.add_parser(
         "plugins", help="plugins installed in their own environments"
@@ -175,6 +183,8 @@ def build_parser() -> argparse.ArgumentParser:
         sub = runs.add_parser(name, parents=[common], help=text)
         sub.add_argument("run_id")
         sub.add_argument("--url", help="base URL of a running server (default: from the configuration)")
+
+    add_audit_command(commands, common)
 
     db = commands.add_parser("db", help="database maintenance").add_subparsers(dest="action", required=True)
     db.add_parser("upgrade", parents=[common], help="migrate the database to the newest revision")
@@ -396,20 +406,13 @@ def _cmd_chat(args: argparse.Namespace, out: TextIO) -> int:
 def _cmd_runners(args: argparse.Namespace, out: TextIO) -> int:
     from agentrunner_host.service import HostService
 
+    if args.action in {"disable", "enable"}:
+        return run_runner_control(args, _settings(args), out, known=set(_known_runners(args)))
     settings = _settings(args)
 
     async def main() -> list[dict[str, Any]]:
         async with HostService.open(settings, recover=False) as service:
-            available = [
-                {
-                    "status": "available",
-                    "runner_id": d.runner_id,
-                    "plugin_id": d.plugin_id,
-                    "label": d.manifest.label.model_dump(exclude_none=True),
-                    "streaming": d.manifest.capabilities.streaming,
-                }
-                for d in await service.runners()
-            ]
+            available = [{"status": "available", **view_json(v)} for v in await service.runner_views()]
             failed = [
                 {
                     "status": "failed",
@@ -423,6 +426,13 @@ def _cmd_runners(args: argparse.Namespace, out: TextIO) -> int:
             return available + failed
 
     rows = asyncio.run(main())
+    if args.action == "show":
+        wanted = _canonical_runner_id(args.runner_id)
+        found = next((r for r in rows if r["runner_id"] == wanted), None)
+        if found is None:
+            raise CliError(f"runner {wanted} is not available (see `agentrunner runners list`)")
+        _print_json(found, out)
+        return EXIT_OK
     if args.json:
         _print_json(rows, out)
     else:
@@ -432,8 +442,22 @@ def _cmd_runners(args: argparse.Namespace, out: TextIO) -> int:
                 out.write(f"{who}\tFAILED\t{row['error']}\n")
                 continue
             label = row["label"].get("en_US") or next(iter(row["label"].values()), "")
-            out.write(f"{row['runner_id']}\t{label}\n")
+            switch = f"\tDISABLED: {row['disabled']['reason']}" if row["disabled"] else ""
+            out.write(f"{row['runner_id']}\t{label}\trisk {row['risk']['level']}{switch}\n")
     return EXIT_OK
+
+
+def _canonical_runner_id(value: str) -> str:
+    from agentrunner import InvalidRunnerIdError, RunnerId
+
+    try:
+        return str(RunnerId.parse(value))
+    except InvalidRunnerIdError as exc:
+        raise CliError(f"{value!r} is not a runner id: {exc.reason}") from None
+
+
+def _cmd_audit(args: argparse.Namespace, out: TextIO) -> int:
+    return run_audit(args, _settings(args), out)
 
 
 def _cmd_plugins(args: argparse.Namespace, out: TextIO) -> int:
@@ -814,6 +838,7 @@ _COMMANDS: Final = {
     "agents": _cmd_agents,
     "bindings": _cmd_bindings,
     "runs": _cmd_runs,
+    "audit": _cmd_audit,
     "db": _cmd_db,
     "migrate-config": _cmd_migrate_config,
 }

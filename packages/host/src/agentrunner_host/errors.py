@@ -8,7 +8,8 @@ Exception tree::
     ├── BindingNotFoundError          no binding matches an event
     ├── RunnerNotFoundError           the runner id is not in the registry
     ├── RunnerUnavailableError        the runner exists but cannot be used (incompatible protocol, plugin down)
-    │   └── CodeExecutionDisabledError  it executes code and the operator did not enable such runners
+    │   ├── CodeExecutionDisabledError  it executes code and the operator did not enable such runners
+    │   └── RunnerDisabledError         an operator switched the runner off (``agentrunner runners disable``)
     ├── RunNotFoundError              no such run
     ├── DuplicateEventError           the event id was already accepted (carries the first run's id)
     └── RunnerTransportError          the runner raised or its runtime failed; ``code`` goes into run.failed
@@ -24,6 +25,7 @@ __all__ = [
     "DuplicateEventError",
     "HostError",
     "RunNotFoundError",
+    "RunnerDisabledError",
     "RunnerNotFoundError",
     "RunnerTransportError",
     "RunnerUnavailableError",
@@ -81,6 +83,17 @@ class CodeExecutionDisabledError(RunnerUnavailableError):
             f"the operator enables them with {switch} in the host config",
         )
         self.switch = switch
+
+
+class RunnerDisabledError(RunnerUnavailableError):
+    """An operator disabled the runner: no new run of it starts until it is enabled again."""
+
+    code = "runner.disabled"
+    """Error code in host records."""
+
+    def __init__(self, runner_id: str, reason: str) -> None:
+        super().__init__(runner_id, f"disabled by the operator: {reason}")
+        self.reason = reason
 
 
 class RunNotFoundError(HostError):

@@ -31,7 +31,13 @@ from .bindings import BindingSet
 from .channel import Channel, ChannelClosed
 from .context_builder import ContextBuilder, HistoryHandles
 from .dispatcher import BackCallDispatcher, LiveRun
-from .errors import BindingNotFoundError, DuplicateEventError, HostError, RunnerTransportError
+from .errors import (
+    BindingNotFoundError,
+    DuplicateEventError,
+    HostError,
+    RunnerDisabledError,
+    RunnerTransportError,
+)
 from .harness import HarnessSupport, refuse_code_execution
 from .persistence import event_entry, persist_finish, run_start
 from .ports import FactsAPI, RunStores
@@ -239,6 +245,11 @@ class Orchestrator:
         try:
             descriptor = await self.registry.get(binding.runner_id)
             refuse_code_execution(descriptor, self.harness.policy if self.harness is not None else None)
+            if self.stores is not None:
+                # read at every start, not cached: a switch set by the CLI or another host counts at once
+                control = await self.stores.controls.get(descriptor.runner_id)
+                if control is not None:
+                    raise RunnerDisabledError(descriptor.runner_id, control.reason)
         except HostError as exc:
             if not ingested:
                 await self._ingest(event)

@@ -139,7 +139,7 @@ def run_start(state: RunState, history: HistoryHandles) -> RunStart:
     )
 
 
-def _host_event(state: RunState, kind: str, data: dict[str, Any]) -> EventEntry:
+def _host_event(state: RunState, kind: str, data: dict[str, Any], *, at: int | None = None) -> EventEntry:
     event = state.event
     return EventEntry(
         event_id="host_" + uuid.uuid4().hex,
@@ -152,6 +152,7 @@ def _host_event(state: RunState, kind: str, data: dict[str, Any]) -> EventEntry:
         run_id=state.run_id,
         runner_id=state.snapshot.runner_id,
         data=data,
+        event_time=at,
     )
 
 
@@ -205,6 +206,9 @@ async def persist_finish(stores: RunStores, state: RunState, live: LiveRun | Non
                         # dangerous tools' calls are findable by their classes
                         **({"risk": list(record.risk)} if record.risk else {}),
                     },
+                    # when the call was made (the record is stored with the run's end): the audit
+                    # query's time filter reads it
+                    at=int(record.at * 1000),
                 )
             )
         for request in live.platform_requests:

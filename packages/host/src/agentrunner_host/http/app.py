@@ -69,7 +69,7 @@ async def _unexpected(request: Request, exc: Exception) -> Response:
 def _paths() -> dict[str, dict[str, Handler]]:
     paths: dict[str, dict[str, Handler]] = {}
     for ep in ENDPOINTS:
-        paths.setdefault(ep.path, {})[ep.method] = ep.handler
+        paths.setdefault(ep.route_path, {})[ep.method] = ep.handler
     return paths
 
 

@@ -12,6 +12,7 @@ from agentrunner_host.errors import (
     ConfigurationError,
     DuplicateEventError,
     HostError,
+    RunnerDisabledError,
     RunnerNotFoundError,
     RunnerUnavailableError,
 )
@@ -77,6 +78,8 @@ def from_host_error(exc: HostError) -> ApiError:
             return ApiError(422, "invalid_configuration", exc.message)
         case CodeExecutionDisabledError():
             return ApiError(403, "code_execution_disabled", exc.message)
+        case RunnerDisabledError():
+            return ApiError(403, "runner_disabled", exc.message)
         case RunnerNotFoundError() | RunnerUnavailableError():
             return ApiError(503, "runner_unavailable", exc.message)
         case _:

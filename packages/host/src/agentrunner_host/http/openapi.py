@@ -44,6 +44,9 @@ class Param:
     """What it does."""
     required: bool = False
     """Required (path parameters always are)."""
+    slashes: bool = False
+    """A path parameter whose values contain ``/`` (runner ids): routed with Starlette's ``path`` convertor,
+    so it matches both ``/`` and ``%2F``."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -70,6 +73,15 @@ class Endpoint:
     """Parameters."""
     sse_status: int | None = None
     """The status that may answer ``text/event-stream`` instead of JSON."""
+
+    @property
+    def route_path(self) -> str:
+        """The Starlette path of the route (``path`` with its convertors)."""
+        path = self.path
+        for param in self.params:
+            if param.where == "path" and param.slashes:
+                path = path.replace("{" + param.name + "}", "{" + param.name + ":path}")
+        return path
 
 
 def build_openapi(

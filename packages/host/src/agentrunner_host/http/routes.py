@@ -9,7 +9,7 @@ import uuid
 from typing import Any, Final, TypeVar
 from urllib.parse import quote
 
-from agentrunner import AgentInput, DeliveryContext
+from agentrunner import AgentInput, DeliveryContext, InvalidRunnerIdError, RunnerId
 from agentrunner import codec as json
 from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
@@ -19,28 +19,43 @@ from agentrunner_host.access import ConversationKey
 from agentrunner_host.admission import ID_PATTERN, check_agent_config, is_valid_id
 from agentrunner_host.config import BindingSpec, find_literal_secrets, format_key_path, is_env_ref
 from agentrunner_host.definitions import AgentConfig, AgentEventEnvelope
-from agentrunner_host.registry import PluginFailure, RunnerDescriptor
+from agentrunner_host.registry import PluginFailure
 from agentrunner_host.service import AgentEntry, BindingEntry, HostService, ReplayItem, RunView
-from agentrunner_host.stores import StoredTranscriptItem
+from agentrunner_host.service.binding_check import check_binding
+from agentrunner_host.service.runner_views import RunnerView
+from agentrunner_host.stores import (
+    MAX_AUDIT_PAGE,
+    AuditEntry,
+    AuditFilter,
+    RunnerControl,
+    StoredTranscriptItem,
+)
 
 from .errors import ApiError
 from .openapi import Endpoint, Param
 from .schemas import (
     AgentList,
     AgentOut,
+    AuditEntryOut,
+    AuditPageOut,
+    BindingCheckOut,
     BindingList,
     BindingOut,
     CancelOut,
+    DisableRunner,
     ErrorBody,
     EventSubmission,
     FailedPluginOut,
     Health,
+    ProcessStatusOut,
     Readiness,
     ResultItem,
     ResultPage,
     RunAccepted,
+    RunnerControlOut,
     RunnerList,
     RunnerOut,
+    RunnerRiskOut,
     RunOut,
     RunWithResults,
     TranscriptItemOut,
@@ -57,6 +72,8 @@ _BODY_TIMEOUT_SECONDS: Final = 30.0
 _INTEGER: Final = re.compile(r"-?[0-9]{1,12}")
 _SEQ: Final = re.compile(r"[0-9]{0,10}")
 _CURSOR: Final = re.compile(r"[0-9]{1,12}")
+_MAX_RUNNER_ID: Final = 255
+_PLUGIN_ID: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -288,8 +305,20 @@ async def cancel_run(request: Request) -> Response:
 # -- runners, agents, bindings --------------------------------------------------------------------------------
 
 
-def _runner_out(d: RunnerDescriptor) -> RunnerOut:
+def _control_out(control: RunnerControl) -> RunnerControlOut:
+    return RunnerControlOut(
+        runner_id=control.runner_id,
+        reason=control.reason,
+        disabled_by=control.disabled_by,
+        disabled_at=control.disabled_at,
+    )
+
+
+def _runner_out(view: RunnerView) -> RunnerOut:
+    d = view.descriptor
     m = d.manifest
+    risk = view.risk
+    process = view.process
     return RunnerOut(
         runner_id=d.runner_id,
         plugin_id=d.plugin_id,
@@ -298,15 +327,149 @@ def _runner_out(d: RunnerDescriptor) -> RunnerOut:
         capabilities=m.capabilities.model_dump(mode="json"),
         permissions=m.permissions.model_dump(mode="json"),
         config_schema=[item.model_dump(mode="json", exclude_none=True) for item in m.config_schema],
+        protocol_version=m.protocol_version,
+        disabled=None if view.control is None else _control_out(view.control),
+        risk=RunnerRiskOut(
+            level=risk.level,
+            executes_code=risk.executes_code,
+            network=risk.network,
+            secrets=risk.secrets,
+            permissions=risk.permissions,
+            mcp_bridge=risk.mcp_bridge,
+            mcp_servers=risk.mcp_servers,
+            runtime=risk.runtime,
+            agents=risk.agents,
+            reasons=risk.reasons,
+        ),
+        process=ProcessStatusOut(
+            mode=process.mode,
+            warm=process.warm,
+            pid=process.pid,
+            starts=process.starts,
+            restarts=process.restarts,
+            live_runs=process.live_runs,
+        ),
+        warnings=view.warnings,
     )
 
 
 async def list_runners(request: Request) -> Response:
     """``GET /v1/runners``."""
     service = _service(request)
-    runners = await service.runners()
+    views = await service.runner_views()
     failed = [_failed_out(f) for f in service.plugin_failures()]
-    return _json(RunnerList(runners=[_runner_out(d) for d in runners], failed=failed))
+    return _json(RunnerList(runners=[_runner_out(v) for v in views], failed=failed))
+
+
+def _parse_runner_id(value: str) -> str:
+    if len(value) > _MAX_RUNNER_ID:
+        raise ApiError(422, "invalid_request", f"runner_id is longer than {_MAX_RUNNER_ID} characters")
+    try:
+        return str(RunnerId.parse(value))
+    except InvalidRunnerIdError as exc:
+        raise ApiError(422, "invalid_request", f"runner_id: {exc.reason}") from None
+
+
+def _runner_id(request: Request) -> str:
+    return _parse_runner_id(request.path_params["runner_id"])
+
+
+async def disable_runner(request: Request) -> Response:
+    """``PUT /v1/runners/{runner_id}/disabled``."""
+    service = _service(request)
+    runner_id = _runner_id(request)
+    body = await _body(request, DisableRunner)
+    control = await service.disable_runner(runner_id, reason=body.reason, by="api")
+    return _json(_control_out(control))
+
+
+async def enable_runner(request: Request) -> Response:
+    """``DELETE /v1/runners/{runner_id}/disabled``."""
+    await _service(request).enable_runner(_runner_id(request))
+    return Response(status_code=204)
+
+
+_OUTCOME: Final = re.compile(r"[a-z][a-z0-9_.]{0,63}")
+_ACTION: Final = re.compile(r"[a-z][a-z0-9_.]{0,63}")
+
+
+def _text_query(request: Request, name: str, pattern: re.Pattern[str], what: str) -> str | None:
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return None
+    if not pattern.fullmatch(raw):
+        raise ApiError(422, "invalid_request", f"query parameter {name} must be {what}")
+    return raw
+
+
+_EPOCH: Final = re.compile(r"[0-9]{1,16}")
+
+
+def _epoch_query(request: Request, name: str) -> int | None:
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return None
+    if not _EPOCH.fullmatch(raw) or int(raw) > 2**53:
+        raise ApiError(422, "invalid_request", f"query parameter {name} must be Unix epoch milliseconds")
+    return int(raw)
+
+
+def _audit_out(entry: AuditEntry) -> AuditEntryOut:
+    return AuditEntryOut(
+        seq=entry.seq,
+        run_id=entry.run_id,
+        runner_id=entry.runner_id,
+        plugin_id=entry.plugin_id,
+        binding_id=entry.binding_id,
+        caller=entry.caller,
+        action=entry.action,
+        resource=entry.resource,
+        scope=entry.scope,
+        decision=entry.decision,
+        latency_ms=entry.latency_ms,
+        at=entry.at,
+    )
+
+
+async def get_audit(request: Request) -> Response:
+    """``GET /v1/audit``."""
+    service = _service(request)
+    run_id = request.query_params.get("run_id") or None
+    if run_id is not None and not is_valid_id(run_id):
+        raise ApiError(422, "invalid_request", f"run_id must match {ID_PATTERN}")
+    runner_id = request.query_params.get("runner_id") or None
+    if runner_id is not None:
+        runner_id = _parse_runner_id(runner_id)
+    plugin_id = request.query_params.get("plugin_id") or None
+    if plugin_id is not None and (len(plugin_id) > _MAX_RUNNER_ID or not _PLUGIN_ID.fullmatch(plugin_id)):
+        raise ApiError(422, "invalid_request", "plugin_id must be author/name")
+    raw_cursor = request.query_params.get("cursor") or ""
+    if raw_cursor and not _CURSOR.fullmatch(raw_cursor):
+        raise ApiError(422, "invalid_request", "cursor must be a value returned as next_cursor")
+    order = request.query_params.get("order") or "desc"
+    if order not in {"asc", "desc"}:
+        raise ApiError(422, "invalid_request", "order must be asc or desc")
+    where = AuditFilter(
+        run_id=run_id,
+        runner_id=runner_id,
+        plugin_id=plugin_id,
+        action=_text_query(request, "action", _ACTION, "an action name such as models.invoke"),
+        outcome=_text_query(request, "outcome", _OUTCOME, "allowed, denied or a refusal code"),
+        since=_epoch_query(request, "since"),
+        until=_epoch_query(request, "until"),
+    )
+    page = await service.audit(
+        where,
+        cursor=int(raw_cursor) if raw_cursor else None,
+        limit=_int_query(request, "limit", 100, low=1, high=MAX_AUDIT_PAGE),
+        order=order,
+    )
+    return _json(
+        AuditPageOut(
+            entries=[_audit_out(e) for e in page.entries],
+            next_cursor=None if page.next_cursor is None else str(page.next_cursor),
+        )
+    )
 
 
 def _failed_out(failure: PluginFailure) -> FailedPluginOut:
@@ -412,6 +575,23 @@ async def create_binding(request: Request) -> Response:
     return _json(out, 201, headers={"Location": f"/v1/bindings/{quote(spec.binding_id, safe='')}"})
 
 
+async def check_binding_route(request: Request) -> Response:
+    """``POST /v1/bindings/check``."""
+    service = _service(request)
+    spec = await _body(request, BindingSpec)
+    service.refresh_bindings()
+    found = check_binding(service.directory, spec)
+    return _json(
+        BindingCheckOut(
+            ok=not found.conflicts and not found.problems,
+            conflicts=found.conflicts,
+            problems=found.problems,
+            precedence=None if found.precedence is None else list(found.precedence),
+            order=found.order,
+        )
+    )
+
+
 async def replace_binding(request: Request) -> Response:
     """``PUT /v1/bindings/{binding_id}``."""
     service = _service(request)
@@ -512,6 +692,78 @@ _BINDING_ID = Param(
     schema=_ID_SCHEMA,
     description="Binding id.",
 )
+_RUNNER_ID_PATTERN: Final = (
+    "^plugin:[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$"
+)
+_RUNNER_ID = Param(
+    name="runner_id",
+    where="path",
+    schema={"type": "string", "maxLength": 255, "pattern": _RUNNER_ID_PATTERN},
+    description="Runner id `plugin:author/plugin/runner` (its `/` may be sent as is or as `%2F`).",
+    slashes=True,
+)
+_AUDIT_PARAMS: Final = (
+    Param(
+        name="run_id",
+        where="query",
+        schema={"type": "string", "maxLength": 200, "pattern": "^$|" + ID_PATTERN},
+        description="Only this run's calls (empty: any).",
+    ),
+    Param(
+        name="runner_id",
+        where="query",
+        schema={"type": "string", "maxLength": 255, "pattern": "^$|" + _RUNNER_ID_PATTERN},
+        description="Only calls of this runner's runs (empty: any).",
+    ),
+    Param(
+        name="plugin_id",
+        where="query",
+        schema={"type": "string", "maxLength": 255, "pattern": "^$|^" + _PLUGIN_ID.pattern + "$"},
+        description="Only calls of this plugin's runs, `author/name` (empty: any).",
+    ),
+    Param(
+        name="action",
+        where="query",
+        schema={"type": "string", "pattern": "^$|^" + _ACTION.pattern + "$"},
+        description="Only this action, `models.invoke`, `state.get`... (empty: any).",
+    ),
+    Param(
+        name="outcome",
+        where="query",
+        schema={"type": "string", "pattern": "^$|^" + _OUTCOME.pattern + "$"},
+        description="`allowed`, `denied` (every refusal) or one refusal code, `unauthorized`... (empty: any).",
+    ),
+    Param(
+        name="since",
+        where="query",
+        schema={"type": "integer", "minimum": 0, "maximum": 2**53},
+        description="Calls made at or after this instant (Unix epoch milliseconds).",
+    ),
+    Param(
+        name="until",
+        where="query",
+        schema={"type": "integer", "minimum": 0, "maximum": 2**53},
+        description="Calls made before this instant (Unix epoch milliseconds).",
+    ),
+    Param(
+        name="cursor",
+        where="query",
+        schema={"type": "string", "pattern": "^[0-9]{0,12}$"},
+        description="`next_cursor` of the previous page.",
+    ),
+    Param(
+        name="limit",
+        where="query",
+        schema={"type": "integer", "minimum": 1, "maximum": MAX_AUDIT_PAGE},
+        description="Page size.",
+    ),
+    Param(
+        name="order",
+        where="query",
+        schema={"type": "string", "enum": ["asc", "desc"]},
+        description="`desc` (newest first, the default) or `asc` (call order).",
+    ),
+)
 _STREAM = Param(
     name="stream",
     where="query",
@@ -554,7 +806,8 @@ ENDPOINTS: Final[tuple[Endpoint, ...]] = (
             403: (
                 ErrorBody,
                 "The bound runner executes code and the operator has not enabled such runners "
-                "(`code_execution_disabled`; `[security] allow_code_executing_runners`).",
+                "(`code_execution_disabled`; `[security] allow_code_executing_runners`), or an operator "
+                "disabled the runner (`runner_disabled`, with the reason).",
             ),
             413: (ErrorBody, "The body is too large."),
             503: (ErrorBody, "The bound runner is unavailable, or the host is shutting down."),
@@ -631,6 +884,39 @@ ENDPOINTS: Final[tuple[Endpoint, ...]] = (
         responses={200: (RunnerList, "Runners.")},
     ),
     Endpoint(
+        method="PUT",
+        path="/v1/runners/{runner_id}/disabled",
+        handler=disable_runner,
+        operation_id="disableRunner",
+        summary="Disable a runner: every later event bound to it is refused (403 `runner_disabled`), on every "
+        "host sharing the database, until it is enabled again.",
+        tag="runners",
+        body=DisableRunner,
+        params=(_RUNNER_ID,),
+        responses={200: (RunnerControlOut, "Disabled."), 404: _E404, 422: _E422},
+    ),
+    Endpoint(
+        method="DELETE",
+        path="/v1/runners/{runner_id}/disabled",
+        handler=enable_runner,
+        operation_id="enableRunner",
+        summary="Enable a runner again (nothing happens when it was not disabled).",
+        tag="runners",
+        params=(_RUNNER_ID,),
+        responses={204: (None, "Enabled."), 422: _E422},
+    ),
+    Endpoint(
+        method="GET",
+        path="/v1/audit",
+        handler=get_audit,
+        operation_id="getAudit",
+        summary="The back-call audit: every call a runner made into the host, allowed or refused, with filters "
+        "and paging (records are stored when their run ends).",
+        tag="audit",
+        params=_AUDIT_PARAMS,
+        responses={200: (AuditPageOut, "A page."), 422: _E422},
+    ),
+    Endpoint(
         method="GET",
         path="/v1/agents",
         handler=list_agents,
@@ -698,6 +984,17 @@ ENDPOINTS: Final[tuple[Endpoint, ...]] = (
         tag="bindings",
         body=BindingSpec,
         responses={201: (BindingOut, "Created."), 409: _E409, 422: _E422},
+    ),
+    Endpoint(
+        method="POST",
+        path="/v1/bindings/check",
+        handler=check_binding_route,
+        operation_id="checkBinding",
+        summary="Check a binding before saving it: the bindings it conflicts with and its place in the "
+        "precedence order (nothing is written).",
+        tag="bindings",
+        body=BindingSpec,
+        responses={200: (BindingCheckOut, "The check."), 422: _E422},
     ),
     Endpoint(
         method="GET",

@@ -15,9 +15,13 @@ from agentrunner_host.definitions import AgentConfig
 __all__ = [
     "AgentList",
     "AgentOut",
+    "AuditEntryOut",
+    "AuditPageOut",
+    "BindingCheckOut",
     "BindingList",
     "BindingOut",
     "CancelOut",
+    "DisableRunner",
     "ErrorBody",
     "ErrorDetail",
     "EventSubmission",
@@ -29,8 +33,11 @@ __all__ = [
     "RunOut",
     "RunWithResults",
     "FailedPluginOut",
+    "ProcessStatusOut",
+    "RunnerControlOut",
     "RunnerList",
     "RunnerOut",
+    "RunnerRiskOut",
     "TranscriptItemOut",
     "TranscriptPage",
 ]
@@ -198,6 +205,68 @@ class CancelOut(_Body):
     (answered ``202``); the host force-ends it after its grace period."""
 
 
+class RunnerControlOut(_Body):
+    """An operator's disable switch on a runner."""
+
+    runner_id: str
+    """The runner."""
+    reason: str
+    """Why (shown in every refusal)."""
+    disabled_by: str | None = None
+    """Who: ``api`` or ``cli``."""
+    disabled_at: int
+    """Unix epoch milliseconds."""
+
+
+class DisableRunner(_Body):
+    """Disable a runner: no new run of it starts until it is enabled again."""
+
+    reason: str = Field(min_length=1, max_length=1000)
+    """Why; answered with every refused event."""
+
+
+class RunnerRiskOut(_Body):
+    """What a runner may touch, from its manifest, its agents and how its plugin runs (docs/security.md)."""
+
+    level: Literal["low", "medium", "high"]
+    """Overall level; ``reasons`` says why."""
+    executes_code: bool
+    """It runs an external harness that executes code."""
+    network: Literal["host_only", "external_service", "unrestricted"]
+    """What it is configured or able to contact (the host does not confine a plugin's own sockets)."""
+    secrets: list[str]
+    """Names of the environment variables whose values it receives (never the values)."""
+    permissions: list[str]
+    """What its manifest asks of the host, ``area:operation``."""
+    mcp_bridge: bool
+    """It uses the run-scoped MCP bridge."""
+    mcp_servers: list[str]
+    """Extra MCP servers a binding may give it."""
+    runtime: Literal["in_process", "subprocess", "remote"]
+    """Where it runs (``in_process`` shares the host's memory)."""
+    agents: list[str]
+    """Agents configured with it."""
+    reasons: list[str]
+    """One sentence per fact behind ``level``."""
+
+
+class ProcessStatusOut(_Body):
+    """How a runner's plugin runs right now."""
+
+    mode: Literal["in_process", "subprocess", "remote"]
+    """Where it runs."""
+    warm: bool
+    """Its process is up (or its remote runtime connected)."""
+    pid: int | None = None
+    """Process id of the live child."""
+    starts: int = 0
+    """Child processes started so far."""
+    restarts: int = 0
+    """Starts after the first."""
+    live_runs: int = 0
+    """Runs executing in it now."""
+
+
 class RunnerOut(_Body):
     """An available runner."""
 
@@ -215,6 +284,16 @@ class RunnerOut(_Body):
     """Declared permissions."""
     config_schema: list[dict[str, Any]]
     """The runner's config form (fields marked ``secret`` are redacted wherever a config is shown)."""
+    protocol_version: str = ""
+    """The protocol version its manifest declares."""
+    disabled: RunnerControlOut | None = None
+    """Set when an operator disabled it: events bound to it are refused (403 ``runner_disabled``)."""
+    risk: RunnerRiskOut | None = None
+    """What it may touch."""
+    process: ProcessStatusOut | None = None
+    """How its plugin runs."""
+    warnings: list[str] = []
+    """Registry warnings about its plugin (manifests left out and why)."""
 
 
 class FailedPluginOut(_Body):
@@ -235,6 +314,60 @@ class RunnerList(_Body):
     """Every available runner."""
     failed: list[FailedPluginOut] = []
     """Plugins that failed to load, with the reason; their runners are not in ``runners``."""
+
+
+class BindingCheckOut(_Body):
+    """What saving a binding would do (nothing is written)."""
+
+    ok: bool
+    """Saving it would succeed as far as bindings go (no conflict, its agent exists)."""
+    conflicts: dict[str, str]
+    """Bindings it conflicts with → why."""
+    problems: list[str]
+    """Other reasons it would be refused."""
+    precedence: list[int] | None = None
+    """Its sort key: scope specificity, number of filters, explicit event type (1) over ``*`` (0), priority."""
+    order: list[str]
+    """Enabled bindings, highest precedence first, with this one in its place; the first that matches an
+    event handles it."""
+
+
+class AuditEntryOut(_Body):
+    """One back-call, allowed or refused."""
+
+    seq: int
+    """Position in the event log."""
+    run_id: str | None
+    """Run."""
+    runner_id: str | None
+    """Runner of the run."""
+    plugin_id: str | None
+    """Plugin of the run."""
+    binding_id: str | None
+    """Binding of the run."""
+    caller: str | None
+    """Identity the call came from."""
+    action: str
+    """Action (``models.invoke``, ``state.get``...)."""
+    resource: str | None
+    """Resource it named."""
+    scope: str | None
+    """Conversation scope."""
+    decision: str
+    """``allowed`` or the refusal code."""
+    latency_ms: float | None
+    """Host time spent on it."""
+    at: int
+    """When it was made, Unix epoch milliseconds."""
+
+
+class AuditPageOut(_Body):
+    """A page of the back-call audit."""
+
+    entries: list[AuditEntryOut]
+    """Records in the requested order."""
+    next_cursor: str | None = None
+    """Pass as ``cursor`` for the next page; absent at the end."""
 
 
 class AgentOut(_Body):

@@ -54,7 +54,15 @@ from agentrunner_host.orchestrator import DeliveredResult
 from agentrunner_host.redaction import ResultRedactor, known_secrets
 from agentrunner_host.registry import PluginFailure, RunnerDescriptor
 from agentrunner_host.runtime import RuntimeManager, RuntimeOptions
-from agentrunner_host.stores import AGENTS_CHANNEL, HostStores, ResultRecord, StateTTL
+from agentrunner_host.stores import (
+    AGENTS_CHANNEL,
+    AuditFilter,
+    AuditPage,
+    HostStores,
+    ResultRecord,
+    RunnerControl,
+    StateTTL,
+)
 from agentrunner_host.stores.engine import alembic_config, create_engine, current_revision, upgrade
 from agentrunner_host.stores.tables import PG_RESULTS_CHANNEL, ResultRow, RunRow
 
@@ -67,6 +75,7 @@ from .agents import AgentDirectory
 from .errors import NotFoundError
 from .feeds import REPLAY_PAGE, RunFeed
 from .installed import InstalledPlugins
+from .runner_views import RunnerView, runner_view
 
 __all__ = [
     "CURSOR_KEY_FILE",
@@ -683,6 +692,51 @@ class HostService:
         """*runner_config* with the secret fields of the runner's form (and secret-looking keys) masked."""
         descriptor = await self.runner_schema(runner_id)
         return redact_config(runner_config, descriptor.manifest.config_schema if descriptor else None)
+
+    async def runner_views(self) -> list[RunnerView]:
+        """Every available runner as the admin surfaces show it: switch, risk view, process status, warnings."""
+        self.refresh_bindings()
+        controls = await self.stores.controls.disabled()
+        agents = [entry.agent for entry in self.directory.agents()]
+        registry = self.host.registry
+        warnings = registry.warnings
+        servers = self.settings.config.security.harness_mcp_servers
+        return [
+            runner_view(
+                d,
+                registry=registry,
+                agents=agents,
+                control=controls.get(d.runner_id),
+                warnings=warnings,
+                mcp_servers=servers,
+            )
+            for d in await self.runners()
+        ]
+
+    async def disable_runner(self, runner_id: str, *, reason: str, by: str | None = None) -> RunnerControl:
+        """Disable an available runner: from now on no event starts a run of it (on any host sharing the
+        database). Raises :class:`NotFoundError` for a runner that is not available."""
+        descriptor = await self.runner_schema(runner_id)
+        if descriptor is None:
+            raise NotFoundError(f"runner {runner_id!r} is not available")
+        control = await self.stores.controls.disable(descriptor.runner_id, reason=reason, by=by)
+        log.warning("runner %s disabled (%s): %s", descriptor.runner_id, by or "unknown", reason)
+        return control
+
+    async def enable_runner(self, runner_id: str) -> bool:
+        """Enable a runner again; False when it was not disabled."""
+        enabled = await self.stores.controls.enable(runner_id)
+        if enabled:
+            log.warning("runner %s enabled", runner_id)
+        return enabled
+
+    async def audit(
+        self, where: AuditFilter, *, cursor: int | None = None, limit: int = 100, order: str = "desc"
+    ) -> AuditPage:
+        """A page of the stored back-call audit."""
+        return await self.stores.audit.page(
+            where, cursor=cursor, limit=limit, order="asc" if order == "asc" else "desc"
+        )
 
     def plugin_failures(self) -> list[PluginFailure]:
         """Plugins that yield no runner, with the reason (as of their last discovery)."""

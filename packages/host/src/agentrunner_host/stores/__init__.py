@@ -16,6 +16,8 @@ How it fits together:
 
 from .agents import AGENTS_CHANNEL, AgentStore, DefinitionsChangedError, DefinitionSet
 from .artifacts import DEFAULT_ARTIFACT_MAX_BYTES, ArtifactOwner, ArtifactRecord, ArtifactStore
+from .audit import BACKCALL_EVENT, MAX_AUDIT_PAGE, AuditEntry, AuditFilter, AuditLog, AuditPage
+from .controls import RunnerControl, RunnerControlStore
 from .errors import (
     ArtifactUnavailableError,
     DuplicateEventStoredError,
@@ -90,6 +92,15 @@ __all__ = [
     # host registry
     "HostRecord",
     "HostStore",
+    # operator controls and the audit query
+    "AuditEntry",
+    "AuditFilter",
+    "AuditLog",
+    "AuditPage",
+    "BACKCALL_EVENT",
+    "MAX_AUDIT_PAGE",
+    "RunnerControl",
+    "RunnerControlStore",
     # errors
     "ArtifactUnavailableError",
     "DuplicateEventStoredError",

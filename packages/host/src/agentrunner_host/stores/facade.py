@@ -14,6 +14,8 @@ from agentrunner_host.stores._connections import Database
 from ._sql import main_line
 from .agents import AgentStore
 from .artifacts import ArtifactStore
+from .audit import AuditLog
+from .controls import RunnerControlStore
 from .events import EventLog
 from .hosts import HostStore
 from .idempotency import IdempotencyStore
@@ -72,6 +74,10 @@ class HostStores:
     """Operator-managed agents and bindings (shared by every host on the database)."""
     hosts: HostStore
     """The host registry (heartbeat leases of every host process on the database)."""
+    controls: RunnerControlStore
+    """Operator controls on runners (the disable switch)."""
+    audit: AuditLog
+    """The stored back-call audit, as a query."""
 
     def __init__(
         self,
@@ -93,6 +99,8 @@ class HostStores:
         self.idempotency = IdempotencyStore(db)
         self.agents = AgentStore(db)
         self.hosts = HostStore(db)
+        self.controls = RunnerControlStore(db)
+        self.audit = AuditLog(db)
 
     @property
     def engine(self) -> AsyncEngine:

@@ -53,6 +53,7 @@ __all__ = [
     "JSONText",
     "ResultRow",
     "RunRow",
+    "RunnerControlRow",
     "SequenceCounterRow",
     "StateRow",
     "StorageRow",
@@ -142,6 +143,8 @@ class EventRow(Base):
     __table_args__ = (
         UniqueConstraint("conversation_id", "seq", name="uq_events_conversation_seq"),
         Index("ix_events_conversation_thread_seq", "conversation_id", "thread_id", "seq"),
+        # the audit query pages host records of one type (``host.backcall``) in insertion order
+        Index("ix_events_event_type_id", "event_type", "id"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
@@ -391,6 +394,21 @@ class IdempotencyRow(Base):
     result: Mapped[Any] = mapped_column(JSONText)
     """The first answer."""
     created_at: Mapped[int] = mapped_column(BigInteger, index=True)
+    """Unix epoch milliseconds."""
+
+
+class RunnerControlRow(Base):
+    """An operator's switch on one runner: a row means the runner is disabled (no new run starts)."""
+
+    __tablename__ = "runner_controls"
+
+    runner_id: Mapped[str] = mapped_column(String(255), primary_key=True)
+    """Canonical runner id."""
+    reason: Mapped[str] = mapped_column(Text)
+    """Why, as the operator said it (shown in refusals)."""
+    disabled_by: Mapped[str | None] = mapped_column(String(255))
+    """Who disabled it (``api``, ``cli``...)."""
+    disabled_at: Mapped[int] = mapped_column(BigInteger)
     """Unix epoch milliseconds."""
 
 
