@@ -127,7 +127,9 @@ async def test_the_switch_also_stops_events_sent_to_an_agent_directly(service: H
     """An event addressed to an agent (``agentrunner chat --agent``) is refused the same way."""
     install_fakes(service, FakeAuditedRunner())
     service.apply_bindings(
-        service.directory.put_agent(AgentConfig(agent_id="audited", runner_id=AUDITED_RUNNER_ID), create=True)
+        await service.directory.put_agent(
+            AgentConfig(agent_id="audited", runner_id=AUDITED_RUNNER_ID), create=True
+        )
     )
     await service.disable_runner(AUDITED_RUNNER_ID, reason="maintenance")
     with pytest.raises(RunnerDisabledError, match="maintenance"):
@@ -256,7 +258,9 @@ async def test_the_audit_query_returns_exactly_the_calls_made(
     runner, plugin, action, outcome, time) and the cursor select and page them."""
     install_fakes(service, FakeAuditedRunner())
     service.apply_bindings(
-        service.directory.put_agent(AgentConfig(agent_id="audited", runner_id=AUDITED_RUNNER_ID), create=True)
+        await service.directory.put_agent(
+            AgentConfig(agent_id="audited", runner_id=AUDITED_RUNNER_ID), create=True
+        )
     )
     run_ids: list[str] = []
     for _ in range(2):
@@ -330,7 +334,7 @@ async def test_agentrunner_audit_prints_the_calls_with_filters(
     async with HostService.open(make_settings()) as service:
         install_fakes(service, FakeAuditedRunner())
         service.apply_bindings(
-            service.directory.put_agent(
+            await service.directory.put_agent(
                 AgentConfig(agent_id="audited", runner_id=AUDITED_RUNNER_ID), create=True
             )
         )

@@ -428,6 +428,7 @@ def _audit_out(entry: AuditEntry) -> AuditEntryOut:
         decision=entry.decision,
         latency_ms=entry.latency_ms,
         at=entry.at,
+        risk=entry.risk,
     )
 
 

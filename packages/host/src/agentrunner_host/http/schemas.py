@@ -359,6 +359,8 @@ class AuditEntryOut(_Body):
     """Host time spent on it."""
     at: int
     """When it was made, Unix epoch milliseconds."""
+    risk: list[str] = []
+    """Danger classes of the tool it called (``shell``, ``file_write``, ``network``, ``destructive``)."""
 
 
 class AuditPageOut(_Body):

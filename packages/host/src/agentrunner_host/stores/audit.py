@@ -76,6 +76,8 @@ class AuditEntry:
     """Time the host spent on it."""
     at: int
     """When the call was made (Unix epoch milliseconds)."""
+    risk: list[str]
+    """Danger classes of the tool it called (``shell``, ``file_write``...), empty for the others."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +111,7 @@ def _entry(m: RowMapping) -> AuditEntry:
         decision=_str(data.get("decision")) or "",
         latency_ms=float(latency) if isinstance(latency, int | float) else None,
         at=m["at"],
+        risk=[r for r in type_cast(list[Any], data.get("risk") or []) if isinstance(r, str)],
     )
 
 
