@@ -9,7 +9,7 @@ import httpx
 import pytest
 from agentrunner_host.http import create_app
 from agentrunner_host.service import HostService
-from starlette.routing import Route
+from starlette.routing import Mount, Route
 
 from .conftest import TOKEN, SettingsFactory, client_for
 
@@ -22,6 +22,10 @@ def _every_route(service: HostService) -> list[tuple[str, str]]:
     app = create_app(service, api_token=None)
     pairs: list[tuple[str, str]] = []
     for route in app.routes:
+        if isinstance(route, Mount):
+            # the console's static files: one probe path under the mount
+            pairs.append(("GET", f"{route.path}/probe-id"))
+            continue
         assert isinstance(route, Route), route
         path = re.sub(r"\{[^}]+\}", "probe-id", route.path)
         pairs.extend((method, path) for method in sorted(route.methods or ()) if method != "HEAD")
