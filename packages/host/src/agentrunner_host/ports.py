@@ -42,7 +42,15 @@ from agentrunner.actions import (
     StorageSetParams,
 )
 
-from agentrunner_host.stores import ArtifactStore, EventLog, RunStore, StateStore, StorageStore, Transcript
+from agentrunner_host.stores import (
+    ArtifactStore,
+    EventLog,
+    RunnerControlStore,
+    RunStore,
+    StateStore,
+    StorageStore,
+    Transcript,
+)
 
 from .access import ConversationKey, RunAccess
 from .context_builder import HistoryHandles
@@ -98,6 +106,11 @@ class RunStores(Protocol):
     @property
     def storage(self) -> StorageStore:
         """Storage areas (``storage.*``)."""
+        ...
+
+    @property
+    def controls(self) -> RunnerControlStore:
+        """Operator controls on runners (the disable switch read before every run starts)."""
         ...
 
     async def positions(self, *, conversation: ConversationKey) -> tuple[int | None, int | None]:
