@@ -26,7 +26,7 @@ from agentrunner import (
     I18nObject,
     UnauthorizedError,
 )
-from agentrunner import _json as json
+from agentrunner import codec as json
 from agentrunner_host.access import ConversationKey
 from agentrunner_host.cli import EXIT_FAILURE, EXIT_OK, cli
 from agentrunner_host.config import ECHO_RUNNER_ID

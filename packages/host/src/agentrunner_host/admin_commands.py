@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 from agentrunner import InvalidRunnerIdError, RunnerId
-from agentrunner import _json as json
+from agentrunner import codec as json
 
 from agentrunner_host.config import Settings
 from agentrunner_host.errors import HostError
