@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The README's quick-start serve command, verbatim, on a stock Debian/Ubuntu Python: a fresh clone, the system
 # python3 (/usr/bin/python3, marked EXTERNALLY-MANAGED as Debian ships it, so `pip install uv` is refused),
-# a fresh HOME, PATH=/usr/bin:/bin with no uv on it, no PIP_*/UV_* settings. Then the echo runner answers a
+# a fresh HOME, PATH=/usr/bin:/bin with no uv on it, no PIP_*/UV_* settings (TLS trust and proxy kept). Then the echo runner answers a
 # message over HTTP. This is a fresh environment on the CI machine, not a debootstrapped debian:12 chroot.
 # Needs: git, /usr/bin/python3 >= 3.11 with pip (as root it installs python3 and python3-pip with apt when
 # missing), and the PyPI registry. The serve command is the README's first quick-start line
@@ -44,6 +44,11 @@ trap cleanup EXIT
 mkdir -p "$work/home"
 git clone -q "$repo" "$work/clone"
 fresh=(env -i HOME="$work/home" PATH=/usr/bin:/bin LANG=C.UTF-8)
+# Only the machine's network trust and proxy settings are kept (a CI machine behind a TLS-inspecting proxy
+# cannot reach PyPI without them); nothing that configures pip or uv.
+for name in SSL_CERT_FILE SSL_CERT_DIR http_proxy https_proxy no_proxy HTTP_PROXY HTTPS_PROXY NO_PROXY; do
+    if [ -n "${!name:-}" ]; then fresh+=("$name=${!name}"); fi
+done
 
 if "${fresh[@]}" sh -c 'command -v uv' >/dev/null; then
     echo "quickstart: uv is on /usr/bin:/bin; this would not test the path without uv" >&2
