@@ -85,7 +85,9 @@ while True:
     time.sleep(1)
 event = {"event_type": "message.received", "conversation_id": "c1", "input": {"text": "hello quick start"}}
 request = urllib.request.Request(
-    base + "/v1/events", data=json.dumps(event).encode(), headers={"Content-Type": "application/json"}
+    base + "/v1/events",
+    data=json.dumps(event).encode(),
+    headers={"Content-Type": "application/json", "Accept": "text/event-stream"},
 )
 with urllib.request.urlopen(request, timeout=120) as answer:
     body = answer.read().decode()
