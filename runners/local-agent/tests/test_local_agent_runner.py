@@ -698,13 +698,13 @@ async def test_an_event_without_any_input_is_refused() -> None:
 async def test_a_run_past_its_deadline_fails_with_deadline_exceeded() -> None:
     """A model slower than the run's deadline ends the run with deadline_exceeded (retryable)."""
     host = FakeHost()
-    host.script("m1", FakeReply(text="late", delay=5))
-    started = time.monotonic()
+    host.script(
+        "m1", FakeReply(text="late", delay=3600)
+    )  # were it waited for, pytest-timeout would fail this
     results = await drive(host, make_ctx("x", models=[model("m1")], deadline_at=time.time() + 0.3))
     failed = _failed(results)
     assert failed.data.code == "deadline_exceeded"
     assert failed.data.retryable is True
-    assert time.monotonic() - started < 2
 
 
 async def test_cancelling_the_run_propagates_cancelled_error() -> None:
@@ -718,7 +718,9 @@ async def test_cancelling_the_run_propagates_cancelled_error() -> None:
         return [r async for r in LocalAgentRunner().run(ctx, api)]
 
     task = asyncio.create_task(consume())
-    await asyncio.sleep(0.05)
+    while not any(r.action.startswith("models.") for r in host.requests):
+        assert not task.done(), task
+        await asyncio.sleep(0.01)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
