@@ -103,10 +103,8 @@ async def test_a_call_that_never_answers_is_cut_by_the_run_deadline() -> None:
     """A hanging host plus a deadline gives DeadlineExceededError, not a hang."""
     plan = FaultPlan(default=CallBehaviour(delay=float("inf")))
     api = SimulatedHost(plan=plan).open(make_context(deadline_at=time.time() + 0.05))
-    started = time.monotonic()
-    with pytest.raises(DeadlineExceededError):
-        await api.state.get("conversation", "k")
-    assert time.monotonic() - started < 1
+    with pytest.raises(DeadlineExceededError, match="deadline"):
+        await api.state.get("conversation", "k")  # without the cut this never returns (pytest-timeout)
 
 
 async def test_calls_after_the_run_ended_are_refused_and_marked_late() -> None:

@@ -4,7 +4,6 @@ against a loopback fake server (SSE, statuses, timeout, a cancelled stream close
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncGenerator
 
 import httpx
@@ -208,7 +207,6 @@ async def test_a_slow_platform_fails_timeout_retryable_and_the_guard_names_it() 
     async with FakePlatform() as fake:
         fake.route("POST", "/slow", FakeResponse.sse([sse_frame({"a": 1})], delay=30))
         out = ResultEmitter("run-1")
-        started = time.monotonic()
         results = [
             r
             async for r in guarded(
@@ -219,7 +217,7 @@ async def test_a_slow_platform_fails_timeout_retryable_and_the_guard_names_it() 
                 redactor=SecretRedactor(),
             )
         ]
-        assert time.monotonic() - started < 25
+    # the platform would answer after 30 s: only the 0.2 s timeout makes this a failure
     assert [r.type for r in results] == ["run.failed"]
     failure = results[0]
     assert isinstance(failure, RunFailedResult)

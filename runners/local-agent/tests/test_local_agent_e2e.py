@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -357,12 +356,10 @@ async def test_a_text_file_is_read_through_the_host_artifact_api_and_inlined(mak
 async def test_the_timeout_setting_ends_a_slow_run_and_the_next_request_works(make_stack: MakeStack) -> None:
     """timeout-seconds bounds the run: a model slower than that ends it with deadline_exceeded, promptly."""
     stack = await make_stack(**{"timeout-seconds": 1})
-    # The model would answer after 60 s; the run must end long before that (the bound is generous because
-    # CI machines are busy: what matters is that the 1 s setting, not the model, ended the run).
+    # The model would answer after 60 s, and then the run would complete: failing deadline_exceeded shows that
+    # the 1 s setting, not the model, ended it (no wall-clock bound: CI machines are busy).
     stack.server.reply("too late", delay=60)
-    started = time.monotonic()
     results, outcome = await stack.send("slow please", streaming=False)
-    assert time.monotonic() - started < 45
     assert outcome.status == "failed"
     failed = _failed(results)
     assert failed.data.code == "deadline_exceeded"
@@ -378,13 +375,10 @@ async def test_cancelling_a_run_in_flight_ends_it_as_cancelled(make_stack: MakeS
     stack = await make_stack()
     stack.server.reply("never delivered", delay=10)
     handle = await stack.submit("long task")
-    for _ in range(500):
-        if stack.requests():
-            break
+    while not stack.requests():  # noqa: ASYNC110 - the fake model records the request; pytest-timeout guards
         await asyncio.sleep(0.01)
-    assert stack.requests(), "the model request never arrived"
     assert await stack.host.orchestrator.cancel(handle.run_id)
-    outcome = await asyncio.wait_for(handle.outcome(), 5)
+    outcome = await handle.outcome()
     assert outcome.status == "failed"
     assert outcome.code == "cancelled"
     stack.server.reply("back to normal")
