@@ -137,3 +137,14 @@ async def test_the_proxy_answers_initialize_before_it_can_reach_the_bridge() -> 
     assert answer["id"] == 1
     assert answer["result"]["capabilities"]["tools"] == {"listChanged": False}
     assert done.returncode == 1  # and then it could not reach the bridge
+
+
+async def test_help_prints_the_usage_without_the_bridge_settings() -> None:
+    """``agentrunner-mcp-proxy --help`` prints its help and exits 0, even with no bridge configured."""
+    env = {k: v for k, v in os.environ.items() if k not in {PROXY_URL_ENV, PROXY_TOKEN_ENV}}
+    done = await anyio.run_process(
+        [sys.executable, "-m", "agentrunner_mcp.proxy", "--help"], env=env, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    out = done.stdout.decode()
+    assert "usage: agentrunner-mcp-proxy" in out and PROXY_URL_ENV in out

@@ -19,6 +19,7 @@ GET stream.
 
 from __future__ import annotations
 
+import argparse
 import http.client
 import json
 import os
@@ -26,7 +27,7 @@ import queue
 import sys
 import threading
 import urllib.parse
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Final, cast
 
 from .env import PROXY_TOKEN_ENV, PROXY_URL_ENV
@@ -263,8 +264,14 @@ def run_proxy(settings: ProxySettings, *, first_line: bytes, answered: bool) -> 
     return 0
 
 
-def main() -> int:
-    """Console entry point."""
+def main(argv: Sequence[str] | None = None) -> int:
+    """Console entry point: ``--help`` prints what the proxy reads; it takes no other arguments."""
+    parser = argparse.ArgumentParser(
+        prog="agentrunner-mcp-proxy",
+        description="Relay MCP between stdin/stdout and one run's HTTP bridge (started by a harness).",
+        epilog=f"Reads the bridge endpoint from {PROXY_URL_ENV} and the run's bearer token from {PROXY_TOKEN_ENV}.",
+    )
+    parser.parse_args(argv)
     try:
         settings = ProxySettings.from_env(os.environ)
     except KeyError as exc:
