@@ -137,20 +137,29 @@ async def test_an_oversized_result_fails_the_run_with_payload_too_large() -> Non
     await host.aclose()
 
 
-async def test_results_after_the_terminal_one_are_dropped() -> None:
-    """Nothing follows the terminal result."""
+async def test_the_host_stops_reading_at_the_terminal_result() -> None:
+    """Nothing follows the terminal result: the host closes the runner's stream there, so whatever the runner
+    meant to send next is never even produced."""
+    reached_after: list[bool] = []
+    closed = asyncio.Event()
 
     async def chatty(ctx: AgentRunContext, api: AgentRunAPI) -> AsyncIterator[Any]:
         out = AgentRunner.emitter(ctx)
-        yield out.message("done")
-        yield out.complete()
-        yield out.message("after the end")
-        yield out.complete()
+        try:
+            yield out.message("done")
+            yield out.complete()
+            reached_after.append(True)
+            yield out.message("after the end")
+            yield out.complete()
+        finally:
+            closed.set()
 
     host = make_host(scripted(chatty))
     items, outcome = await run_all(host, event(), binding())
     assert [i.result.type for i in items] == ["message.completed", "run.completed"]
     assert outcome.status == "completed"
+    await asyncio.wait_for(closed.wait(), timeout=30)
+    assert reached_after == []
     await host.aclose()
 
 

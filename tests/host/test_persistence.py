@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -301,4 +302,33 @@ async def test_an_event_for_an_unknown_runner_is_still_stored(stores: HostStores
         conversation=ConversationKey("conv-1"), before_seq=None, limit=10, include_host=True
     )
     assert "event.unhandled" in [e.event_type for e in page]
+    await host.aclose()
+
+
+async def test_large_event_data_goes_to_an_artifact_behind_raw_ref(stores: HostStores) -> None:
+    """Event data over the context's inline limit (16 KiB) is stored as a JSON artifact owned by the run; the
+    context carries a marker in ``data`` and the artifact in ``raw_ref``. Small data stays inline."""
+    seen: list[AgentRunContext] = []
+
+    async def capture(ctx: AgentRunContext, api: AgentRunAPI) -> AsyncIterator[Any]:
+        seen.append(ctx)
+        out = AgentRunner.emitter(ctx)
+        yield out.message("ok")
+        yield out.complete()
+
+    host = host_with(stores, scripted(capture))
+    big = {"rows": ["x" * 100] * 300}
+    handle = await host.orchestrator.submit(event(event_id="evt-big", data=big))
+    assert (await handle.outcome()).status == "completed"
+    handle = await host.orchestrator.submit(event(event_id="evt-small", data={"n": 1}))
+    assert (await handle.outcome()).status == "completed"
+    large, small = seen[0].event, seen[1].event
+    assert small.data == {"n": 1} and small.raw_ref is None
+    assert large.data["truncated"] is True
+    raw = large.raw_ref
+    assert raw is not None and raw.artifact is not None and raw.mime_type == "application/json"
+    record = await stores.artifacts.get(raw.artifact.artifact_id)
+    assert record is not None and record.owner.run_id == seen[0].run_id and record.size == raw.size
+    stored = await stores.artifacts.read_range(record, 0, record.size)
+    assert json.loads(stored) == big
     await host.aclose()

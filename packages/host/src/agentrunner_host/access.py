@@ -75,8 +75,3 @@ class RunAccess:
     """Granted storage areas → owner."""
     artifact_ids: frozenset[str] = field(default_factory=frozenset[str])
     """Artifacts granted by id beyond the conversation rule (configured files, input attachments)."""
-
-    def can_read_conversation(self, conversation_id: str) -> bool:
-        """True for the run's own conversation and explicitly granted ones."""
-        own = self.conversation.conversation_id if self.conversation else None
-        return conversation_id == own or conversation_id in self.readable_conversations

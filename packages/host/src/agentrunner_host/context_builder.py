@@ -27,6 +27,7 @@ from agentrunner import (
     ConversationContext,
     DeliveryContext,
     InlineContextPolicy,
+    RawEventRef,
     StaticContextRef,
     TextContent,
 )
@@ -160,7 +161,7 @@ class ContextBuilder:
         state: dict[str, dict[str, JsonValue]] | None = None,
         history: HistoryHandles | None = None,
         event_data: dict[str, JsonValue] | None = None,
-        raw_ref: Any = None,
+        raw_ref: RawEventRef | None = None,
     ) -> AgentRunContext:
         """Build the context for one run."""
         history = history or HistoryHandles()

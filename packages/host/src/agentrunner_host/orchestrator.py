@@ -19,7 +19,7 @@ from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentrunner import AgentRunRequest, AgentRunResult
+from agentrunner import AgentRunRequest, AgentRunResult, RawEventRef
 from agentrunner import codec as json
 
 from agentrunner_host.definitions import AgentBinding, AgentEventEnvelope
@@ -39,7 +39,7 @@ from .errors import (
     RunnerTransportError,
 )
 from .harness import HarnessSupport, refuse_code_execution
-from .persistence import event_entry, persist_finish, run_start
+from .persistence import event_entry, persist_finish, run_start, store_event_data
 from .ports import FactsAPI, RunStores
 from .redaction import ResultRedactor
 from .registry import RunnerRegistry
@@ -455,6 +455,8 @@ class Orchestrator:
                         # The cancellation may have been swallowed on its way through the runner: a run whose
                         # cancel was accepted never goes on to deliver (or complete).
                         raise asyncio.CancelledError
+                    if handle.force_ended:
+                        break  # the host recorded the run's end already (past its deadline): read no further
                     delivered = await self.rules.accept(state, raw)
                     if state.terminal is not None:
                         control.terminal_seen = True
@@ -487,9 +489,16 @@ class Orchestrator:
     async def _prepare(self, state: RunState) -> AgentRunRequest:
         snapshot, event, binding = state.snapshot, state.event, state.binding
         data, too_big = self.contexts.event_data(event)
-        raw_ref = None
+        raw_ref: RawEventRef | None = None
         if too_big:
-            state.record("event.data_truncated", {"size": json.json_size(event.data)})
+            # Large event data goes to an artifact the run can read (artifacts.read_range / open_stream);
+            # without stores there is nowhere to keep it, and the context only says it was cut.
+            if self.stores is not None:
+                raw_ref = await store_event_data(self.stores, state)
+            state.record(
+                "event.data_truncated",
+                {"size": json.json_size(event.data), "artifact_id": raw_ref.ref_id if raw_ref else None},
+            )
         state_snapshot = state.state_snapshot
         history = state.history
         ctx = self.contexts.build(

@@ -10,7 +10,8 @@ import time
 import uuid
 from typing import Any
 
-from agentrunner import ArtifactRef
+from agentrunner import ArtifactRef, RawEventRef
+from agentrunner import codec as json
 
 from agentrunner_host.definitions import AgentEventEnvelope
 
@@ -29,7 +30,14 @@ from .stores import (
     TranscriptEntry,
 )
 
-__all__ = ["event_entry", "persist_finish", "run_start", "store_runner_artifact", "user_turn"]
+__all__ = [
+    "event_entry",
+    "persist_finish",
+    "run_start",
+    "store_event_data",
+    "store_runner_artifact",
+    "user_turn",
+]
 
 _SUMMARY = 200
 
@@ -263,3 +271,32 @@ async def store_runner_artifact(
     )
     meta = stores.artifacts.to_metadata(record)
     return ArtifactRef.model_validate(meta.model_dump(include=set(ArtifactRef.model_fields)))
+
+
+async def store_event_data(stores: RunStores, state: RunState) -> RawEventRef:
+    """Store the event's data (too large to inline in the context) as a JSON artifact the run may read, and
+    return the ``raw_ref`` the context carries instead."""
+    event = state.event
+    content = json.dumps(event.data)
+    record = await stores.artifacts.put(
+        content,
+        mime_type="application/json",
+        name="event-data.json",
+        source="host",
+        owner=ArtifactOwner(
+            conversation_id=event.conversation_id,
+            run_id=state.run_id,
+            binding_id=state.snapshot.binding_id,
+            workspace_id=event.workspace_id,
+        ),
+        summary=f"data of event {event.event_id}",
+    )
+    meta = stores.artifacts.to_metadata(record)
+    ref = ArtifactRef.model_validate(meta.model_dump(include=set(ArtifactRef.model_fields)))
+    return RawEventRef(
+        ref_id=record.artifact_id,
+        source=event.source,
+        artifact=ref,
+        size=len(content),
+        mime_type="application/json",
+    )

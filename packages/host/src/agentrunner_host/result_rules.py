@@ -114,9 +114,7 @@ class ResultRules:
     async def accept(self, state: RunState, raw: RawResult) -> DeliveredResult | None:
         """Check one raw result; ``None`` when it is dropped (a warning is recorded), raises
         :class:`RunViolation` when it ends the run."""
-        if state.terminal is not None:
-            state.warn("result.after_terminal", "a result arrived after the terminal one; dropped")
-            return None
+        # Never called after the terminal result: the orchestrator stops reading the runner's stream there.
         state.results_seen += 1
         policy = state.snapshot.run_policy
         if state.results_seen > policy.max_results:

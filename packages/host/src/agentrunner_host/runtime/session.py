@@ -243,19 +243,6 @@ class WireSession:
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def wait_reader(self, *, timeout: float) -> None:
-        """Wait for the reader to reach the end of the channel (the runtime exited); cancel it after *timeout*."""
-        if self._reader is None:
-            return
-        try:
-            async with asyncio.timeout(timeout):
-                await asyncio.shield(self._reader)
-        except (TimeoutError, asyncio.CancelledError):
-            self._reader.cancel()
-            await asyncio.gather(self._reader, return_exceptions=True)
-
-    # -- requests from the host ------------------------------------------------------------------------------
-
     async def list_runners(self, *, timeout: float = 30.0) -> list[dict[str, Any]]:
         """``list_runners``: the runtime's runner manifests, undecoded."""
         reply = await self._request(lambda i: ListRunnersFrame(id=i), timeout=timeout)
