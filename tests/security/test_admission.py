@@ -137,3 +137,58 @@ async def test_an_agent_for_an_unknown_runner_or_a_wrong_config_is_refused(clien
         "/v1/agents/a", json={"agent_id": "a", "runner_id": ECHO, "runner_config": {"prefix": 1}}
     )
     assert replaced.status_code == 422 and replaced.json()["error"]["code"] == "invalid_runner_config"
+
+
+COZE = "plugin:langbot/coze-agent/default"
+COZE_OK = {"api-key": {"env": "COZE_KEY"}, "bot-id": "7350000000000000000"}
+
+
+@pytest.mark.parametrize(
+    ("config", "field", "reason"),
+    [
+        ({"bot-id": "7"}, "api-key", "requires it"),
+        ({"api-key": {"env": "COZE_KEY"}, "bot-id": ""}, "bot-id", "requires it"),
+        ({**COZE_OK, "timeout": 1.5}, "timeout", "expected an integer"),
+        ({**COZE_OK, "timeout": "120"}, "timeout", "expected an integer"),
+        ({**COZE_OK, "auto-save-history": "yes"}, "auto-save-history", "expected true or false"),
+        ({**COZE_OK, "api-base": "https://evil.example"}, "api-base", "expected one of https://api.coze.cn"),
+        ({**COZE_OK, "bot_id": "7"}, "bot_id", "not a field of runner"),
+    ],
+)
+async def test_the_whole_config_is_checked_against_the_form(
+    client: httpx.AsyncClient, config: dict[str, object], field: str, reason: str
+) -> None:
+    """Required fields, types (integers integral), select options and unknown keys: 422
+    ``invalid_runner_config`` naming ``runner_config.<field>`` and why; nothing stored."""
+    response = await client.post(
+        "/v1/agents", json={"agent_id": "c", "runner_id": COZE, "runner_config": config}
+    )
+    assert response.status_code == 422, response.text
+    error = response.json()["error"]
+    assert error["code"] == "invalid_runner_config"
+    assert f"runner_config.{field}: " in error["message"] and reason in error["message"], error
+    assert (await client.get("/v1/agents/c")).status_code == 404
+
+
+async def test_a_config_that_fits_the_whole_form_is_admitted(client: httpx.AsyncClient) -> None:
+    """Defaults stand in for missing optional fields, an integral float is an integer, an option is fine."""
+    config = {**COZE_OK, "timeout": 60.0, "api-base": "https://api.coze.com", "remove-think": True}
+    response = await client.post(
+        "/v1/agents", json={"agent_id": "c", "runner_id": COZE, "runner_config": config}
+    )
+    assert response.status_code == 201, response.text
+
+
+def test_the_cli_names_every_problem_of_the_config(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``agents add`` refuses the same, naming each field."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("AGENTRUNNER_CONFIG", raising=False)
+    code, _ = _cli(
+        tmp_path, "agents", "add", "c", "--runner", COZE, "--runner-config", '{"timeout": 2.5, "x": 1}'
+    )
+    assert code == EXIT_FAILURE
+    err = capsys.readouterr().err
+    for field in ("api-key", "bot-id", "timeout", "x"):
+        assert f"runner_config.{field}:" in err, err

@@ -8,9 +8,11 @@ import logging
 import secrets
 import stat
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
+from agentrunner import _json as json
 from agentrunner_host.config import load_settings
 from agentrunner_host.redaction import SecretLogFilter, known_secrets, secret_variables
 from agentrunner_host.service import HostService
@@ -197,3 +199,41 @@ async def test_known_secrets_are_masked_in_results_transcripts_and_the_database(
     for path in settings.data_dir.rglob("*"):
         if path.is_file():
             assert SENTINEL.encode() not in path.read_bytes(), path
+
+
+def _deltas(results: list[dict[str, Any]]) -> list[str]:
+    return [str(r["data"]["chunk"]["content"] or "") for r in results if r["type"] == "message.delta"]
+
+
+async def test_a_secret_split_across_deltas_is_masked_where_served_and_stored(
+    make_settings: SettingsFactory,
+) -> None:
+    """The echo runner streams its reply in 16-character deltas, so the 43-character secret prefix spans
+    three of them: no delivered or stored delta holds any part of it, and the deltas still add up to the
+    masked reply (the tail held back in case it began a secret is released before the final message)."""
+    secret = SENTINEL + ": "
+    settings = make_settings(
+        "[[agents]]\nagent_id = 'leaky'\nrunner_id = 'plugin:agentrunner/echo/default'\n"
+        "runner_config = { prefix = { env = 'LEAKY_PREFIX' } }\n"
+        "[[bindings]]\nbinding_id = 'leaky'\nagent_id = 'leaky'\n"
+        "scope = { type = 'conversation', id = 'leak' }\n",
+        environ={"LEAKY_PREFIX": secret},
+    )
+    text = "hello there, this reply is long enough to stream in several pieces"
+    async with HostService.open(settings) as service, client_for(service) as client:
+        answer = await client.post("/v1/events?stream=true", json={"text": text, "conversation_id": "leak"})
+        assert answer.status_code == 200
+        served = [json.loads(line[6:]) for line in answer.text.splitlines() if line.startswith("data: ")]
+        run_id = served[0]["run_id"]
+        stored_items = (await client.get(f"/v1/runs/{run_id}/results")).json()["results"]
+        stored = [item["result"] for item in stored_items]
+    for results in (served, stored):
+        deltas = _deltas(results)
+        assert len(deltas) >= 4, results
+        assert "".join(deltas) == "***" + text
+        for content in deltas:
+            # not even a piece of the secret: no chunk holds a part of SENTINEL's random half
+            assert not any(SENTINEL[i : i + 4] in content for i in range(9, len(SENTINEL) - 4)), content
+    for path in settings.data_dir.rglob("*"):
+        if path.is_file():
+            assert SENTINEL[9:].encode() not in path.read_bytes(), path

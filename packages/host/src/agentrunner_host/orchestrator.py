@@ -457,6 +457,10 @@ class Orchestrator:
                         raise asyncio.CancelledError
                     if handle.force_ended:
                         break  # the host recorded the run's end already (past its deadline): read no further
+                    # text held back in case it began a secret is released before what follows it
+                    released = self.rules.release_stream(state, raw)
+                    if released is not None:
+                        await control.deliver(released)
                     delivered = await self.rules.accept(state, raw)
                     if state.terminal is not None:
                         control.terminal_seen = True

@@ -22,7 +22,14 @@ from agentrunner_host.runtime.environment import Redactor, looks_secret_name
 
 _MASK: Final = b"***"
 
-__all__ = ["ResultRedactor", "SecretLogFilter", "install_log_redaction", "known_secrets", "secret_variables"]
+__all__ = [
+    "ResultRedactor",
+    "SecretLogFilter",
+    "StreamMasker",
+    "install_log_redaction",
+    "known_secrets",
+    "secret_variables",
+]
 
 
 def _referenced_variables(node: object) -> Iterable[str]:
@@ -109,12 +116,18 @@ class ResultRedactor:
     echoing its API key (or a user's pasted one) leaves it in neither the result stream nor the transcript.
 
     The check is one substring search per secret over the result's JSON; only a result that holds a secret is
-    re-encoded and re-parsed. A secret split across two ``message.delta`` chunks is not recognised."""
+    re-encoded and re-parsed. A secret split across ``message.delta`` chunks is caught by the run's
+    :meth:`stream` window."""
 
     def __init__(self, secrets: Iterable[str]) -> None:
+        self._secrets = sorted({s for s in secrets if len(s) >= 6}, key=len, reverse=True)
         # The JSON-escaped form is what appears inside the encoded result.
-        needles = {json.dumps(s)[1:-1] for s in secrets if len(s) >= 6}
+        needles = {json.dumps(s)[1:-1] for s in self._secrets}
         self._needles = sorted(needles, key=len, reverse=True)
+
+    def stream(self) -> StreamMasker:
+        """A rolling window over one run's streamed text (see :class:`StreamMasker`)."""
+        return StreamMasker(self._secrets)
 
     def __bool__(self) -> bool:
         return bool(self._needles)
@@ -129,3 +142,42 @@ class ResultRedactor:
         for needle in self._needles:
             data = data.replace(needle, _MASK)
         return parse_result(json.loads(data)), data
+
+
+class StreamMasker:
+    """A rolling window over a run's ``message.delta`` text, so a secret split across chunks is masked too.
+
+    Each chunk is joined to the tail held back from the previous one; whole secrets in the joined text become
+    ``***``, and the longest end of it that could still grow into a secret (a proper prefix of one) is held
+    back for the next chunk. So no delivered chunk ever holds a secret, nor the first part of one whose rest
+    follows. What is held back is released by :meth:`flush` before the next result that is not a delta; it
+    is at most one character shorter than the longest secret."""
+
+    def __init__(self, secrets: Iterable[str]) -> None:
+        self._secrets = sorted({s for s in secrets if s}, key=len, reverse=True)
+        self._held = ""
+
+    @property
+    def holding(self) -> bool:
+        """Text is held back."""
+        return bool(self._held)
+
+    def feed(self, chunk: str) -> str:
+        """What of *chunk* (after the held tail) may be delivered now."""
+        text = self._held + chunk
+        for secret in self._secrets:
+            if secret in text:
+                text = text.replace(secret, _MASK.decode())
+        keep = 0
+        for secret in self._secrets:
+            for size in range(min(len(secret) - 1, len(text)), keep, -1):
+                if text.endswith(secret[:size]):
+                    keep = size
+                    break
+        self._held = text[len(text) - keep :] if keep else ""
+        return text[: len(text) - keep]
+
+    def flush(self) -> str:
+        """The held tail (never a whole secret); the window is empty afterwards."""
+        held, self._held = self._held, ""
+        return held

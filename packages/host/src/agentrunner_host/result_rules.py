@@ -12,7 +12,7 @@ import base64
 import binascii
 import re
 import time
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from agentrunner import (
     MAX_STATE_VALUE_BYTES,
@@ -95,6 +95,13 @@ def store_result(
     state.log.append(state.host_seq, record, size=size, side=side)
 
 
+def _is_delta(raw: object) -> bool:
+    """Whether a raw result (a dict out of process, a model in process) is a ``message.delta``."""
+    if isinstance(raw, dict):
+        return cast(dict[str, object], raw).get("type") == "message.delta"
+    return isinstance(raw, MessageDeltaResult)
+
+
 def _first_error(exc: Exception) -> str:
     if isinstance(exc, ValidationError):
         first = exc.errors()[0]
@@ -155,6 +162,8 @@ class ResultRules:
 
         if self.secret_values is not None:
             parsed, payload = self.secret_values.scrub(parsed, payload)
+            if isinstance(parsed, MessageDeltaResult) and parsed.data.chunk.content:
+                parsed, payload = self._mask_stream(state, parsed, payload)
         state.output_bytes += size
         if state.output_bytes > policy.max_output_bytes:
             raise RunViolation(
@@ -193,6 +202,43 @@ class ResultRules:
         if delivered.type in TERMINAL_RESULT_TYPES:
             state.terminal = delivered
         return DeliveredResult(state.host_seq, delivered)
+
+    def _mask_stream(
+        self, state: RunState, result: MessageDeltaResult, payload: dict[str, Any] | bytes
+    ) -> tuple[MessageDeltaResult, dict[str, Any] | bytes]:
+        """The delta with its text passed through the run's window (a secret split across deltas is masked:
+        a tail that may begin one is held back until the next chunk shows whether it does)."""
+        assert self.secret_values is not None
+        if state.stream_mask is None:
+            state.stream_mask = self.secret_values.stream()
+        content = result.data.chunk.content or ""
+        shown = state.stream_mask.feed(content)
+        if shown != content:
+            chunk = result.data.chunk.model_copy(update={"content": shown})
+            result = result.model_copy(update={"data": result.data.model_copy(update={"chunk": chunk})})
+            payload = result.__pydantic_serializer__.to_json(result)
+        state.last_delta = result
+        return result, payload
+
+    def release_stream(self, state: RunState, raw: RawResult) -> DeliveredResult | None:
+        """Before a result that is not a delta: the held-back tail of the streamed text as one more delta
+        (no runner sequence: the host made it); ``None`` when nothing is held."""
+        if state.stream_mask is None or not state.stream_mask.holding or _is_delta(raw):
+            return None
+        held = state.stream_mask.flush()
+        last = state.last_delta
+        if not held or last is None:
+            return None
+        chunk = last.data.chunk.model_copy(update={"content": held})
+        result = last.model_copy(
+            update={"sequence": None, "data": last.data.model_copy(update={"chunk": chunk})}
+        )
+        if state.delta_chars + len(held) <= state.snapshot.run_policy.max_result_bytes:
+            state.delta_buffer.append(held)
+            state.delta_chars += len(held)
+        state.host_seq += 1
+        store_result(state, None, result.type, result.__pydantic_serializer__.to_json(result))
+        return DeliveredResult(state.host_seq, result)
 
     async def _apply(self, state: RunState, result: AgentRunResult) -> AgentRunResult | None:
         caps = state.snapshot.capabilities

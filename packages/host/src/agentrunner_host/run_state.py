@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-from agentrunner import AgentRunResult, ArtifactRef, RunFailedResult
+from agentrunner import AgentRunResult, ArtifactRef, MessageDeltaResult, RunFailedResult
 
 from agentrunner_host.definitions import AgentBinding, AgentEventEnvelope
 from agentrunner_host.stores import ResultLog, ResultRecord, StateWrite
@@ -107,6 +107,10 @@ class RunState:
     delta_chars: int = 0
     """Characters in ``delta_buffer``: streamed text kept for the transcript is capped (one result's size)."""
     delta_truncated: bool = False
+    stream_mask: Any = None
+    """The run's window over streamed text (``redaction.StreamMasker``), when the host knows secrets."""
+    last_delta: MessageDeltaResult | None = None
+    """The latest delta delivered (a held-back tail is released as a copy of it)."""
     open_tool_calls: dict[str, str] = field(default_factory=dict[str, str])
     artifact_ids: dict[str, ArtifactRef] = field(default_factory=dict[str, ArtifactRef])
     log: ResultLog[ResultRecord, StateWrite] | None = None
