@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 import pytest
-from agentrunner import _json as json
+from agentrunner import codec as json
 from agentrunner_host.config import load_settings
 from agentrunner_host.redaction import SecretLogFilter, known_secrets, secret_variables
 from agentrunner_host.service import HostService
