@@ -329,3 +329,15 @@ async def test_statement_listeners_see_every_write_and_payload_bytes_are_stored_
     assert replay[0].payload == {"run_id": "b1", "type": "message.delta", "data": {"chunk": "été"}}
     with pytest.raises(RunExistsError):
         await stores.runs.start(run_start("b1", C1))
+
+
+async def test_a_run_is_found_by_its_event_and_its_results_are_counted(stores: HostStores) -> None:
+    """What the service asks of runs without queries of its own: the run an event started, the result count."""
+    await stores.runs.start(run_start("r-ev", C1, event_id="ev-counted"))
+    assert await stores.runs.for_event("ev-counted") == "r-ev"
+    assert await stores.runs.for_event("ev-unknown") is None
+    assert await stores.runs.result_count("r-ev") == 0
+    await stores.runs.finish(
+        RunFinish(run_id="r-ev", status="completed", ended_at=5_000, results=_results("r-ev", 3))
+    )
+    assert await stores.runs.result_count("r-ev") == 3

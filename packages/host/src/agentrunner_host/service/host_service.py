@@ -31,7 +31,6 @@ from agentrunner import (
 from agentrunner import codec as json
 from agentrunner.wire import ENTRY_POINT_GROUP
 from alembic.script import ScriptDirectory
-from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from agentrunner_host.bindings import BindingSet
@@ -64,7 +63,7 @@ from agentrunner_host.stores import (
     StateTTL,
 )
 from agentrunner_host.stores.engine import alembic_config, create_engine, current_revision, upgrade
-from agentrunner_host.stores.tables import PG_RESULTS_CHANNEL, ResultRow, RunRow
+from agentrunner_host.stores.tables import PG_RESULTS_CHANNEL
 
 if TYPE_CHECKING:
     from agentrunner_host.runtime.process import RuntimeOptions
@@ -506,9 +505,7 @@ class HostService:
         for feed in self._feeds.values():
             if feed.event_id == event_id:
                 return feed.run_id
-        stmt = select(RunRow.run_id).where(RunRow.event_id == event_id).order_by(RunRow.started_at).limit(1)
-        async with self.engine.connect() as conn:
-            return (await conn.execute(stmt)).scalar_one_or_none()
+        return await self.stores.runs.for_event(event_id)
 
     def feed(self, run_id: str) -> RunFeed | None:
         """The live feed of a run started by this process."""
@@ -534,9 +531,7 @@ class HostService:
         if feed is not None and record.status == "running":
             count = feed.delivered
         else:
-            stmt = select(func.count()).select_from(ResultRow).where(ResultRow.run_id == run_id)
-            async with self.engine.connect() as conn:
-                count = int((await conn.execute(stmt)).scalar_one())
+            count = await self.stores.runs.result_count(run_id)
         conversation = record.conversation
         return RunView(
             run_id=run_id,

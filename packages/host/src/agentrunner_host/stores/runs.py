@@ -404,6 +404,18 @@ class RunStore:
             row = (await conn.execute(select(RUNS).where(RUNS.c.run_id == run_id))).mappings().first()
         return None if row is None else _run_from_row(row)
 
+    async def for_event(self, event_id: str) -> str | None:
+        """The id of the first run the event started, or ``None``."""
+        stmt = select(RUNS.c.run_id).where(RUNS.c.event_id == event_id).order_by(RUNS.c.started_at).limit(1)
+        async with self._db.read() as conn:
+            return (await conn.execute(stmt)).scalar_one_or_none()
+
+    async def result_count(self, run_id: str) -> int:
+        """How many results of the run are stored."""
+        stmt = select(func.count()).select_from(RESULTS).where(RESULTS.c.run_id == run_id)
+        async with self._db.read() as conn:
+            return int((await conn.execute(stmt)).scalar_one())
+
     async def results_after(self, run_id: str, *, after_host_seq: int, limit: int) -> list[ResultRecord]:
         """Up to *limit* results with ``host_seq`` greater than *after_host_seq*, in order (replay)."""
         stmt = (
