@@ -147,7 +147,13 @@ async def _run_with(stores: HostStores, policy: ResourcePolicy) -> tuple[dict[st
     assert results[-1].type == "run.completed", results
     message = next(r for r in results if r.type == "message.completed")
     report = json.loads(message.data.message.text())
-    audit = [r for r in await stores.events.for_run(results[-1].run_id) if r.event_type == "host.backcall"]
+    records = await stores.events.for_run(results[-1].run_id)
+    kinds = [r.event_type for r in records]
+    # audit completeness: the run's start and end are recorded, and each call of the runner exactly once
+    assert kinds[0] == "run.started" and kinds[-1] == "run.completed", kinds
+    audit = [r for r in records if r.event_type == "host.backcall"]
+    calls = [r for r in audit if r.data["action"] == "tools.call"]
+    assert sorted(r.data["resource"] for r in calls) == sorted(ALL_TOOLS), calls
     return report, audit
 
 
