@@ -9,7 +9,6 @@ an SSE stream that ends only after the cancel would wait for itself forever.
 from __future__ import annotations
 
 import asyncio
-import os
 import random
 import socket
 from collections.abc import AsyncIterator
@@ -56,17 +55,7 @@ scope = {{ type = "conversation", id = "race" }}
 """
 
 
-_OUT_OF_PROCESS = pytest.param(
-    "out-of-process",
-    marks=pytest.mark.skipif(
-        not os.environ.get("AGENTRUNNER_RACE_OUT_OF_PROCESS"),
-        reason="passed 3 of 4 runs on the loaded shared machine (cause of the failure not found yet); opt in with"
-        " AGENTRUNNER_RACE_OUT_OF_PROCESS=1",
-    ),
-)
-
-
-@pytest.fixture(params=["in-process", _OUT_OF_PROCESS])
+@pytest.fixture(params=["in-process", "out-of-process"])
 def race_mode(request: pytest.FixtureRequest) -> str:
     """Where the streaming runner runs."""
     mode: str = request.param

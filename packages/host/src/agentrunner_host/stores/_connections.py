@@ -28,7 +28,7 @@ from sqlalchemy import Connection, Engine, event
 from sqlalchemy import create_engine as create_sync_engine
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
-from sqlalchemy.pool import StaticPool
+from sqlalchemy.pool import QueuePool, StaticPool
 
 from agentrunner_host.stores.engine import SQLITE_BEGIN_OPTION, SQLITE_BUSY_TIMEOUT_MS
 
@@ -40,6 +40,12 @@ T = TypeVar("T")
 
 _RETRY_SQLSTATES: Final = frozenset({"40001", "40P01", "23505"})
 _ATTEMPTS: Final = 8
+
+
+def _pool_size(engine: AsyncEngine) -> int:
+    """The pool's steady size (a pool without one, e.g. ``NullPool``, counts as 5)."""
+    pool = engine.sync_engine.pool
+    return pool.size() if isinstance(pool, QueuePool) else 5
 
 
 def now_ms() -> int:
@@ -67,6 +73,10 @@ class Database:
             engine if self.is_sqlite else engine.execution_options(isolation_level="AUTOCOMMIT")
         )
         self._reader: AsyncConnection | None = None
+        # Readers beyond the pool's size queue here, with no deadline: the pool itself gives up after its
+        # checkout timeout (30 s), which hundreds of open SSE streams reach on a loaded machine, and a read
+        # that waits is better than one that fails. Overflow connections stay for the writers.
+        self._pool_readers = asyncio.Semaphore(max(1, _pool_size(engine)))
         self._closed = False
         self._batch_thread: ThreadPoolExecutor | None = None
         self._batch_engine: Engine | None = None
@@ -217,7 +227,7 @@ class Database:
                 # autocommit and every statement sees the latest commit; ending it would cost a round trip
                 yield conn
             return
-        async with self._read_engine.connect() as conn:
+        async with self._pool_readers, self._read_engine.connect() as conn:
             if self.is_sqlite:
                 await conn.execution_options(**{SQLITE_BEGIN_OPTION: None})
             yield conn
