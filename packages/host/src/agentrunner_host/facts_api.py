@@ -523,15 +523,20 @@ class PullAPI:
         await self._stores.state.delete(self._state_owner(access, params.scope), params.key)
         return EmptyResult()
 
+    def _key_cursor(self, cursor: str | None, action: str, binding: tuple[str, ...]) -> str | None:
+        """The key a ``state.list`` / ``storage.list`` page starts after (``None`` for the first page)."""
+        if cursor is None:
+            return None
+        after_key = self.cursors.decode(cursor, action, binding)
+        if not isinstance(after_key, str):
+            raise InvalidArgumentError("invalid cursor")
+        return after_key
+
     async def state_list(self, access: RunAccess, params: StateListParams) -> StateListPage:
         """``state.list``: keys in order, optionally by literal prefix, with a cursor."""
         owner = self._state_owner(access, params.scope)
         binding = (owner_text(owner), params.prefix or "")
-        after_key = None
-        if params.cursor is not None:
-            after_key = self.cursors.decode(params.cursor, "state.list", binding)
-            if not isinstance(after_key, str):
-                raise InvalidArgumentError("invalid cursor")
+        after_key = self._key_cursor(params.cursor, "state.list", binding)
         keys, has_more = await self._stores.state.list(
             owner, prefix=params.prefix, after_key=after_key, limit=_limit(params.limit)
         )
@@ -591,11 +596,7 @@ class PullAPI:
         """``storage.list``: keys in order, optionally by literal prefix, with a cursor."""
         owner = self._storage_owner(access, params.area)
         binding = (owner.area, owner.owner_id, params.prefix or "")
-        after_key = None
-        if params.cursor is not None:
-            after_key = self.cursors.decode(params.cursor, "storage.list", binding)
-            if not isinstance(after_key, str):
-                raise InvalidArgumentError("invalid cursor")
+        after_key = self._key_cursor(params.cursor, "storage.list", binding)
         keys, has_more = await self._stores.storage.list(
             owner, prefix=params.prefix, after_key=after_key, limit=_limit(params.limit)
         )
