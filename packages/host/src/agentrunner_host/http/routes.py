@@ -447,7 +447,7 @@ async def get_audit(request: Request) -> Response:
     raw_cursor = request.query_params.get("cursor") or ""
     if raw_cursor and not _CURSOR.fullmatch(raw_cursor):
         raise ApiError(422, "invalid_request", "cursor must be a value returned as next_cursor")
-    order = request.query_params.get("order") or "desc"
+    order = request.query_params.get("order", "desc")
     if order not in {"asc", "desc"}:
         raise ApiError(422, "invalid_request", "order must be asc or desc")
     where = AuditFilter(
