@@ -95,5 +95,13 @@ if "hello quick start" not in body:
     sys.exit(f"quickstart: the echo runner did not answer: {body[:2000]}")
 print("quickstart: the echo runner answered over HTTP")
 PY
+# The serve command installs the runtime group only (./uvw): no test or lint tool may be in the environment.
+site="$(echo "$work"/clone/.venv/lib/python3*/site-packages)"
+for tool in pytest hypothesis schemathesis playwright pyright ruff agentrunner_conformance; do
+    if ls "$site" | grep -qi "^${tool}-.*dist-info$"; then
+        echo "quickstart: the serve command installed the dev tool $tool" >&2
+        exit 1
+    fi
+done
 test -x "$work/clone/.tools/uv/bin/uv" || { echo "quickstart: uvw did not install uv with pip --target" >&2; exit 1; }
 echo "quickstart: ok ($(du -sm "$work/clone/.venv" | cut -f1) MB in .venv, $("$work/clone/.venv/bin/python" -m pip --version >/dev/null 2>&1; ls "$work/clone/.venv/lib/"python3*/site-packages | grep -c dist-info) distributions)"

