@@ -310,6 +310,32 @@ def test_host_console_public_api_is_pinned() -> None:
     _assert_pinned("agentrunner_host.http.console", _CONSOLE_API)
 
 
+_SERVICE_API = [
+    "AGENTS_FILE_NAME",
+    "AgentDirectory",
+    "AgentEntry",
+    "AlreadyExistsError",
+    "BindingEntry",
+    "DEFAULT_AGENT_ID",
+    "DEFAULT_BINDING_ID",
+    "HostService",
+    "InUseError",
+    "InvalidDefinitionError",
+    "NotFoundError",
+    "ReadOnlyError",
+    "ReplayItem",
+    "RunFeed",
+    "RunView",
+    "Source",
+    "stored_run_view",
+]
+
+
+def test_host_service_public_api_is_pinned() -> None:
+    """``agentrunner_host.service`` exports exactly the pinned names."""
+    _assert_pinned("agentrunner_host.service", _SERVICE_API)
+
+
 _MCP_API = [
     "BridgeClosedError",
     "BridgeEndpoint",

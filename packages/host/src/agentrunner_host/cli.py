@@ -688,41 +688,37 @@ def _cmd_runs(args: argparse.Namespace, out: TextIO) -> int:
     if args.action == "cancel":
         _print_json(_http(settings, "POST", f"{base}/v1/runs/{args.run_id}/cancel"), out)
         return EXIT_OK
+    from agentrunner_host.service import RunView, stored_run_view
+
     if args.url:
-        _print_json(_http(settings, "GET", f"{base}/v1/runs/{args.run_id}"), out)
-        return EXIT_OK
-    from agentrunner_host.stores import HostStores
-    from agentrunner_host.stores.engine import create_engine
-
-    async def main() -> dict[str, Any] | None:
-        engine = create_engine(settings.database_url)
+        answer = _http(settings, "GET", f"{base}/v1/runs/{args.run_id}")
         try:
-            stores = await HostStores.open(engine, data_dir=settings.data_dir)
-            try:
-                record = await stores.runs.get(args.run_id)
-            finally:
-                await stores.aclose()
-        finally:
-            await engine.dispose()
-        if record is None:
-            return None
-        return {
-            "run_id": record.run_id,
-            "status": record.status,
-            "code": record.code,
-            "message": record.message,
-            "runner_id": record.runner_id,
-            "binding_id": record.binding_id,
-            "event_id": record.event_id,
-            "started_at": record.started_at,
-            "ended_at": record.ended_at,
-            "usage": record.usage,
-        }
+            view = RunView.model_validate(answer)
+        except ValidationError as exc:
+            raise CliError(
+                f"{base} answered a run this version cannot read: {_validation_message(exc)}"
+            ) from None
+    else:
+        from agentrunner_host.stores import HostStores
+        from agentrunner_host.stores.engine import create_engine
 
-    found = asyncio.run(main())
-    if found is None:
-        raise CliError(f"run {args.run_id} does not exist")
-    _print_json(found, out)
+        async def main() -> RunView | None:
+            engine = create_engine(settings.database_url)
+            try:
+                stores = await HostStores.open(engine, data_dir=settings.data_dir)
+                try:
+                    return await stored_run_view(stores.runs, args.run_id)
+                finally:
+                    await stores.aclose()
+            finally:
+                await engine.dispose()
+
+        found = asyncio.run(main())
+        if found is None:
+            raise CliError(f"run {args.run_id} does not exist")
+        view = found
+    # One printer for both sources: the same RunView, dumped the way the HTTP API serializes it.
+    _print_json(_model_json(view), out)
     return EXIT_OK
 
 

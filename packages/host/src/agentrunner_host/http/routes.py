@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import re
 import uuid
-from typing import Any, Final, TypeVar
+from typing import Final, TypeVar
 from urllib.parse import quote
 
 from agentrunner import AgentInput, DeliveryContext, InvalidRunnerIdError, RunnerId
@@ -173,12 +173,8 @@ def _wants_stream(request: Request) -> bool:
 
 
 def _run_out(view: RunView) -> RunOut:
-    status = view.status if view.status in {"running", "completed", "failed"} else "failed"
-    return RunOut.model_validate({**_asdict(view), "status": status})
-
-
-def _asdict(view: RunView) -> dict[str, Any]:
-    return {name: getattr(view, name) for name in view.__dataclass_fields__}
+    # Same fields, already validated: copy them over without validating again.
+    return RunOut.model_construct(**dict(view))
 
 
 def _item(item: ReplayItem) -> ResultItem:

@@ -11,6 +11,7 @@ from agentrunner_host.admission import Identifier
 from agentrunner_host.config import BindingSpec
 from agentrunner_host.config.model import EVENT_TYPE_PATTERN
 from agentrunner_host.definitions import AgentConfig
+from agentrunner_host.service import RunView
 
 __all__ = [
     "AgentList",
@@ -125,37 +126,11 @@ class RunAccepted(_Body):
     """Always ``running`` at acceptance."""
 
 
-class RunOut(_Body):
+class RunOut(RunView):
     """A run."""
 
-    run_id: str
-    """Run id."""
-    status: Literal["running", "completed", "failed"]
-    """State."""
-    code: str | None = None
-    """Failure code (``cancelled``, ``deadline_exceeded``, ``host_restarted``...)."""
-    message: str | None = None
-    """Failure message."""
-    runner_id: str
-    """Runner."""
-    binding_id: str
-    """Binding that chose the runner."""
-    event_id: str
-    """Triggering event."""
-    conversation_id: str | None = None
-    """Conversation."""
-    thread_id: str | None = None
-    """Thread."""
-    started_at: int | None = None
-    """Unix epoch milliseconds."""
-    ended_at: int | None = None
-    """Unix epoch milliseconds."""
-    results: int
-    """Results so far (the terminal one included once the run ended)."""
-    live: bool
-    """The run is executing in this server process."""
-    usage: dict[str, Any] = {}
-    """Usage totals reported by the runner."""
+    # No fields of its own: every field is RunView's, the one shape ``runs show`` prints too. The subclass only
+    # keeps the OpenAPI component's name ``RunOut`` (pydantic names a component after its class).
 
 
 class ResultItem(_Body):

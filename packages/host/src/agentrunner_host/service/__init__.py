@@ -11,12 +11,14 @@ from .agents import (
 )
 from .errors import AlreadyExistsError, InUseError, InvalidDefinitionError, NotFoundError, ReadOnlyError
 from .feeds import RunFeed
-from .host_service import HostService, ReplayItem, RunView
+from .host_service import HostService, ReplayItem
+from .run_view import RunView, stored_run_view
 
 __all__ = (
     # the service
     "HostService",
     "RunView",
+    "stored_run_view",
     "ReplayItem",
     "RunFeed",
     # agents and bindings

@@ -16,7 +16,7 @@ import os
 import secrets
 from collections.abc import AsyncGenerator, AsyncIterator, Generator, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -74,13 +74,13 @@ from .agents import AgentDirectory
 from .errors import NotFoundError
 from .feeds import REPLAY_PAGE, RunFeed
 from .installed import InstalledPlugins
+from .run_view import RunView
 from .runner_views import RunnerView, runner_view
 
 __all__ = [
     "CURSOR_KEY_FILE",
     "HostService",
     "ReplayItem",
-    "RunView",
     "default_runner_for",
     "plugin_runtime_options",
     "installed_manifests",
@@ -101,40 +101,6 @@ _AGENTS_POLL_SQLITE: Final = 1.0
 """Seconds between two reads of the definitions' version counter on SQLite (no notifications there)."""
 _AGENTS_POLL_LISTENING: Final = 30.0
 """Seconds between two version reads while PostgreSQL announces changes (a safety net)."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RunView:
-    """A run as the API reports it."""
-
-    run_id: str
-    """Run id."""
-    status: str
-    """``running``, ``completed`` or ``failed``."""
-    code: str | None = None
-    """Failure code."""
-    message: str | None = None
-    """Failure message."""
-    runner_id: str
-    """Runner."""
-    binding_id: str
-    """Binding that chose it."""
-    event_id: str
-    """Triggering event."""
-    conversation_id: str | None = None
-    """Conversation."""
-    thread_id: str | None = None
-    """Thread."""
-    started_at: int | None = None
-    """Unix epoch milliseconds."""
-    ended_at: int | None = None
-    """Unix epoch milliseconds."""
-    results: int = 0
-    """Results so far."""
-    live: bool = False
-    """Executing in this process."""
-    usage: dict[str, Any] = field(default_factory=dict[str, Any])
-    """Usage totals."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -532,23 +498,7 @@ class HostService:
             count = feed.delivered
         else:
             count = await self.stores.runs.result_count(run_id)
-        conversation = record.conversation
-        return RunView(
-            run_id=run_id,
-            status=record.status,
-            code=record.code,
-            message=record.message,
-            runner_id=record.runner_id,
-            binding_id=record.binding_id,
-            event_id=record.event_id,
-            conversation_id=None if conversation is None else conversation.conversation_id,
-            thread_id=None if conversation is None else conversation.thread_id,
-            started_at=record.started_at,
-            ended_at=record.ended_at,
-            results=count,
-            live=feed is not None,
-            usage=dict(record.usage or {}),
-        )
+        return RunView.of(record, results=count, live=feed is not None)
 
     async def stored_results(self, run_id: str, *, after: int, limit: int) -> list[ReplayItem]:
         """Stored results after a cursor (a page)."""
