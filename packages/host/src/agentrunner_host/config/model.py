@@ -212,8 +212,11 @@ class StateConfig(_Section):
     """Key (or key prefix ending in ``*``) → seconds, in any scope; wins over the scope's rule (an exact key
     first, then the longest prefix). 0 keeps the key forever."""
     sweep_interval_seconds: float = Field(default=3600.0, gt=0)
-    """How often expired values (and expired artifacts) are deleted; they are unreadable from the moment they
-    expire."""
+    """How often expired values (and expired artifacts and idempotency answers) are deleted; they are
+    unreadable from the moment they expire."""
+    idempotency_ttl_seconds: float = Field(default=604_800.0, gt=0)
+    """How long the first answer of a side-effecting back-call is kept for its ``idempotency_key`` (7 days): a
+    repeat of the key within it gets that answer, a later one acts again. Deleted by the sweep."""
 
     @model_validator(mode="after")
     def _positive(self) -> StateConfig:

@@ -14,6 +14,7 @@ import contextlib
 import logging
 import os
 import secrets
+import time
 from collections.abc import AsyncGenerator, AsyncIterator, Generator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -369,6 +370,15 @@ class HostService:
             log.info("swept %d expired state value(s) and %d expired artifact(s)", state, artifacts)
         return state, artifacts
 
+    async def sweep_idempotency_keys(self) -> int:
+        """Forget the idempotency answers older than ``[state] idempotency_ttl_seconds`` now (the sweeper does
+        it every ``sweep_interval_seconds``); returns how many."""
+        ttl_ms = int(self.settings.config.state.idempotency_ttl_seconds * 1000)
+        forgotten = await self.stores.idempotency.sweep(older_than=int(time.time() * 1000) - ttl_ms)
+        if forgotten:
+            log.info("forgot %d idempotency answer(s) older than the idempotency TTL", forgotten)
+        return forgotten
+
     async def _sweep(self) -> None:
         interval = self.settings.config.state.sweep_interval_seconds
         while True:
@@ -377,6 +387,11 @@ class HostService:
             except Exception as exc:
                 # expired values stay unreadable meanwhile; the next round tries again
                 log.error("sweeping expired state and artifacts failed: %s", exc)
+            try:
+                await self.sweep_idempotency_keys()
+            except Exception as exc:
+                # old answers only take space meanwhile; the next round tries again
+                log.error("sweeping old idempotency answers failed: %s", exc)
             await asyncio.sleep(interval)
 
     async def _watch_agents(self) -> None:
