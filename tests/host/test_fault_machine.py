@@ -19,7 +19,7 @@ from agentrunner_host.runtime import PluginSpec, RunnerEntry, RuntimeOptions, Su
 from agentrunner_host.runtime.inprocess import InProcessConnection
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import Bundle, RuleBasedStateMachine, invariant, precondition, rule
 
 from . import oop_runners
 from .fakes import event
@@ -110,38 +110,43 @@ class FaultMachine(RuleBasedStateMachine):
 
     # -- rules -----------------------------------------------------------------------------------------------
 
-    @rule(kind=st.sampled_from(KINDS))
-    def start(self, kind: str) -> None:
-        self.runs.append(self._run(self._start(kind)))
+    # What Hypothesis draws must not depend on timing: a rule's precondition or a choice made among the runs
+    # still live (which depends on how far each run got) changes the shape of the data between a run and its
+    # replay, and Hypothesis rejects that as "inconsistent data generation" (it did, under load). So runs are
+    # picked from a bundle of every run started, live or ended, and acting on an ended one is part of the
+    # model: its cancel is a no-op, waiting for it returns at once, and forging its id is still refused.
+    runs = Bundle("runs")
+
+    @rule(target=runs, kind=st.sampled_from(KINDS))
+    def start(self, kind: str) -> _Run:
+        run = self._run(self._start(kind))
+        self.runs.append(run)
+        return run
 
     @precondition(lambda self: self.out_of_process)
-    @rule()
-    def crash_the_runtime(self) -> None:
+    @rule(target=runs)
+    def crash_the_runtime(self) -> _Run:
         """A runner kills its plugin process: every live run of the plugin ends ``runtime.crashed``."""
         run = self._run(self._start("die"))
         self.runs.append(run)
         self._run(self._settle(run))
+        return run
 
-    @precondition(lambda self: any(not r.handle.done for r in self.runs))
-    @rule(data=st.data())
-    def cancel(self, data: st.DataObject) -> None:
-        run = data.draw(st.sampled_from(self._live()))
+    @rule(run=runs)
+    def cancel(self, run: _Run) -> None:
         self._run(self.host.orchestrator.cancel(run.handle.run_id, reason="machine"))
 
-    @precondition(lambda self: any(not r.handle.done for r in self.runs))
-    @rule(data=st.data())
-    def forge(self, data: st.DataObject) -> None:
-        """A run of the same plugin names a live sibling's id: refused, whatever state the sibling is in."""
-        victim = data.draw(st.sampled_from(self._live()))
+    @rule(victim=runs)
+    def forge(self, victim: _Run) -> None:
+        """A run of the same plugin names a sibling's id: refused, whatever state the sibling is in."""
         forger = self._run(self._start("forger", text=f"forge:{victim.handle.run_id}"))
+        self.runs.append(forger)
         self._run(self._settle(forger))
         said = [r for r in forger.results if isinstance(r, MessageCompletedResult)]
         assert [m.data.message.text() for m in said] == ["denied:unauthorized"], forger.results
 
-    @precondition(lambda self: any(not r.handle.done for r in self.runs))
-    @rule(data=st.data())
-    def wait_for_one(self, data: st.DataObject) -> None:
-        run = data.draw(st.sampled_from(self._live()))
+    @rule(run=runs)
+    def wait_for_one(self, run: _Run) -> None:
         if run.kind in ("hang", "swallow"):
             self._run(self.host.orchestrator.cancel(run.handle.run_id, reason="machine"))
         self._run(self._settle(run))
