@@ -115,16 +115,16 @@ class FaultMachine(RuleBasedStateMachine):
     # replay, and Hypothesis rejects that as "inconsistent data generation" (it did, under load). So runs are
     # picked from a bundle of every run started, live or ended, and acting on an ended one is part of the
     # model: its cancel is a no-op, waiting for it returns at once, and forging its id is still refused.
-    runs = Bundle("runs")
+    every_run: Bundle[_Run] = Bundle("every_run")
 
-    @rule(target=runs, kind=st.sampled_from(KINDS))
+    @rule(target=every_run, kind=st.sampled_from(KINDS))
     def start(self, kind: str) -> _Run:
         run = self._run(self._start(kind))
         self.runs.append(run)
         return run
 
     @precondition(lambda self: self.out_of_process)
-    @rule(target=runs)
+    @rule(target=every_run)
     def crash_the_runtime(self) -> _Run:
         """A runner kills its plugin process: every live run of the plugin ends ``runtime.crashed``."""
         run = self._run(self._start("die"))
@@ -132,11 +132,11 @@ class FaultMachine(RuleBasedStateMachine):
         self._run(self._settle(run))
         return run
 
-    @rule(run=runs)
+    @rule(run=every_run)
     def cancel(self, run: _Run) -> None:
         self._run(self.host.orchestrator.cancel(run.handle.run_id, reason="machine"))
 
-    @rule(victim=runs)
+    @rule(victim=every_run)
     def forge(self, victim: _Run) -> None:
         """A run of the same plugin names a sibling's id: refused, whatever state the sibling is in."""
         forger = self._run(self._start("forger", text=f"forge:{victim.handle.run_id}"))
@@ -145,7 +145,7 @@ class FaultMachine(RuleBasedStateMachine):
         said = [r for r in forger.results if isinstance(r, MessageCompletedResult)]
         assert [m.data.message.text() for m in said] == ["denied:unauthorized"], forger.results
 
-    @rule(run=runs)
+    @rule(run=every_run)
     def wait_for_one(self, run: _Run) -> None:
         if run.kind in ("hang", "swallow"):
             self._run(self.host.orchestrator.cancel(run.handle.run_id, reason="machine"))
