@@ -9,13 +9,14 @@ The tests skip only when chromium (or Playwright) is missing *and* this is not C
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
@@ -100,15 +101,16 @@ class ConsoleServer:
         return httpx.Client(base_url=self.base, headers={"Authorization": f"Bearer {self.token}"}, timeout=30)
 
 
-@pytest.fixture(scope="module")
-def console_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleServer]:
-    """``python -m agentrunner_host.cli serve`` with a token; stopped with SIGTERM, which must exit 0."""
-    root = tmp_path_factory.mktemp("console-server")
-    (root / "agentrunner.toml").write_text(_CONFIG, encoding="utf-8")
+@contextlib.contextmanager
+def serve(root: Path, config: str, *, env: Mapping[str, str] | None = None) -> Generator[ConsoleServer]:
+    """``python -m agentrunner_host.cli serve`` in *root* with *config* and a token (plus *env*); stopped with
+    SIGTERM, which must exit 0 with no traceback in its log."""
+    (root / "agentrunner.toml").write_text(config, encoding="utf-8")
     log = root / "serve.log"
     port = _free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTRUNNER_")}
-    env["AGENTRUNNER_API_TOKEN"] = TOKEN
+    child_env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTRUNNER_")}
+    child_env["AGENTRUNNER_API_TOKEN"] = TOKEN
+    child_env.update(env or {})
     with log.open("ab") as out:
         process = subprocess.Popen(
             [
@@ -125,7 +127,7 @@ def console_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,
-            env=env,
+            env=child_env,
         )
     server = ConsoleServer(base=f"http://127.0.0.1:{port}", token=TOKEN, root=root, log=log)
     try:
@@ -148,6 +150,16 @@ def console_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console
         if process.poll() is None:
             process.kill()
             process.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def console_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleServer]:
+    """The console's usual server: echo bound to every message, the probe plugin bound to bot ``bot-9``.
+
+    A test module that needs another configuration defines its own ``console_server`` with :func:`serve`;
+    the ``browser`` fixture then drives that one."""
+    with serve(tmp_path_factory.mktemp("console-server"), _CONFIG) as server:
+        yield server
 
 
 @pytest.fixture

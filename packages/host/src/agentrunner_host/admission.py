@@ -82,9 +82,24 @@ def _is_str_list(value: object) -> bool:
     return isinstance(value, list) and all(isinstance(v, str) for v in cast(list[object], value))
 
 
+def _is_message_list(value: object) -> bool:
+    if not isinstance(value, list):
+        return False
+    for item in cast(list[object], value):
+        if not isinstance(item, dict):
+            return False
+        message = cast(dict[str, object], item)
+        if not isinstance(message.get("role"), str) or not isinstance(message.get("content"), str):
+            return False
+    return True
+
+
 def _type_problem(item: DynamicFormItemSchema, value: Any) -> str | None:
     kind = item.type
-    if kind in {"string", "text", "secret-input", "password", "prompt-editor", "textarea"}:
+    if kind == "prompt-editor":
+        # A prompt is a list of {"role", "content"} messages (the local-agent runner's own default), or text.
+        return None if isinstance(value, str) or _is_message_list(value) else "expected a list of messages"
+    if kind in {"string", "text", "secret-input", "password", "textarea"}:
         return None if isinstance(value, str) else "expected a string"
     if kind in {"integer", "float", "number"}:
         # Runners read integers as numbers; a fractional timeout is still a number, "5" is not.

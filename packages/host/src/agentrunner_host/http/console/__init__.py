@@ -13,7 +13,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from . import chat, runners, runs
+from . import agents, bindings, chat, runners, runs
 from .pages import PAGE_HEADERS, ConsolePage, NavEntry, render
 from .session import SESSION_ROUTES
 
@@ -30,7 +30,7 @@ __all__ = [
     "render",
 ]
 
-PAGES: Final[tuple[ConsolePage, ...]] = (chat.PAGE, runs.PAGE, runners.PAGE)
+PAGES: Final[tuple[ConsolePage, ...]] = (chat.PAGE, runs.PAGE, agents.PAGE, bindings.PAGE, runners.PAGE)
 """Every console page, in navigation order."""
 
 PUBLIC_PATHS: Final = frozenset({"/login"})

@@ -432,7 +432,8 @@ document.getElementById("new").addEventListener("click", () => {
   if (!live) openConversation(newConversationId());
 });
 
-const savedAgent = sessionStorage.getItem(AGENT_KEY);
+// ?agent=<id> (the agents page's "Chat" link) picks the agent; otherwise this tab's last choice
+const savedAgent = new URL(location.href).searchParams.get("agent") ?? sessionStorage.getItem(AGENT_KEY);
 if (savedAgent !== null && [...agentSelect.options].some((o) => o.value === savedAgent)) agentSelect.value = savedAgent;
 const restore = loadLive();
 const initial = restore
