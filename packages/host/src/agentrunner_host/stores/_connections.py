@@ -12,19 +12,21 @@ Serialization failures, deadlocks and unique violations from racing inserts are 
 Batches of the hot path (the journal: live results, state updates and run ends) take one thread hop per
 transaction on SQLite instead of several per statement: :meth:`Database.transact_batch` runs the whole
 transaction on a dedicated writer thread with a plain ``sqlite3`` connection under SQLAlchemy Core (same
-statements, same types), still under the process's one write lock.
+statements, same types), still under the process's one write lock. On PostgreSQL the same two hot transactions (run starts and the
+journal) are each one statement run alone in autocommit (:meth:`Database.execute_alone`, built by
+:mod:`._pg_batch`): one round trip instead of one per statement plus ``BEGIN`` and ``COMMIT``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from typing import Any, Final, TypeVar, cast
 
-from sqlalchemy import Connection, Engine, event
+from sqlalchemy import Connection, Engine, Executable, event
 from sqlalchemy import create_engine as create_sync_engine
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -144,6 +146,27 @@ class Database:
                     raise
             await asyncio.sleep(0.001 * (attempt + 1))
         raise AssertionError("unreachable")
+
+    async def execute_alone(self, statement: Executable, parameters: Mapping[str, Any]) -> None:
+        """PostgreSQL: run one *statement* as its own transaction (autocommit: no ``BEGIN`` / ``COMMIT``
+        round trips; the server commits when the statement ends), retried on serialization failures and
+        deadlocks. Unique violations are raised: the caller decides (see :mod:`._pg_batch`)."""
+        if self.is_sqlite:
+            raise RuntimeError("execute_alone is for PostgreSQL")
+        for attempt in range(_ATTEMPTS):
+            try:
+                async with self._read_engine.connect() as conn:
+                    await conn.execute(statement, parameters)
+                    # the server committed: listeners counting commits (metrics, tests) see it as one,
+                    # as they see the SQLite writer thread's
+                    self.engine.sync_engine.dispatch.commit(conn.sync_connection)
+                return
+            except IntegrityError:
+                raise
+            except DBAPIError as exc:
+                if attempt == _ATTEMPTS - 1 or not self._retryable(exc):
+                    raise
+            await asyncio.sleep(0.001 * (attempt + 1))
 
     def _run_batch(self, work: Callable[[AsyncConnection, bool], Awaitable[T]]) -> T:
         conn = self._batch_connection()

@@ -15,15 +15,18 @@ from typing import Any, Final, Literal, cast
 
 from agentrunner.results import RunFailedData, RunFailedResult
 from sqlalchemy import ColumnElement, RowMapping, Table, bindparam, func, insert, select, update
+from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from agentrunner_host.access import ConversationKey
 from agentrunner_host.stores._connections import Database, now_ms
 from agentrunner_host.stores.tables import JSONText, ResultRow, RunRow
 
+from . import _pg_batch as pg_batch
 from ._batch import Coalescer
 from ._compiled import hot
 from ._facts import known_events, write_facts
+from ._pg_batch import PgBatch
 from .errors import DuplicateEventStoredError, RunExistsError, RunStateError
 from .journal import (
     DEFAULT_BACKLOG_BYTES,
@@ -255,6 +258,22 @@ def _finish_params(finish: RunFinish) -> dict[str, Any]:
     }
 
 
+def _finish_row(finish: RunFinish) -> dict[str, Any]:
+    return {
+        "run_id": finish.run_id,
+        "status": finish.status,
+        "code": finish.code,
+        "message": finish.message,
+        "ended_at": finish.ended_at,
+        "usage": finish.usage,
+    }
+
+
+def _triggers_of(starts: Sequence[RunStart]) -> list[EventEntry]:
+    """The triggering events the starts ingest."""
+    return [s.event for s in starts if s.event is not None]
+
+
 def _result_row(result: ResultRecord) -> dict[str, Any]:
     return {
         "run_id": result.run_id,
@@ -272,7 +291,8 @@ class RunStore:
     Starts of runs that arrive while the SQLite writer is busy are written together: one transaction and one
     multi-row statement per table for the group (see :mod:`._batch`). Results of live runs and the ends of
     runs go through the journal (see :mod:`.journal`): every live run's pending results and every pending end
-    are committed together, on both engines. Each caller still gets its own outcome.
+    are committed together, on both engines. Each caller still gets its own outcome. On PostgreSQL a start
+    and a journal transaction are each one statement sent in one round trip (see :mod:`._pg_batch`).
     """
 
     def __init__(
@@ -356,7 +376,36 @@ class RunStore:
                 returning=False,
             )
 
+        if not self._db.is_sqlite:
+            batch = PgBatch(
+                runs=[_run_row(s, self.owner_host) for s in starts],
+                events=[*_triggers_of(starts), *(event for s in starts for event in s.start_events)],
+                items=[s.user_turn for s in starts if s.user_turn is not None],
+            )
+            if len(set(run_ids)) != len(run_ids):
+                raise RunExistsError("the same run is started twice")
+            if await self._pg_alone(batch):
+                return
+            await self._db.transact(lambda conn: work(conn, True))
+            return
         await self._db.transact_batch(work)
+
+    async def _pg_alone(self, batch: PgBatch) -> bool:
+        """PostgreSQL: write *batch* as one statement in one round trip (see :mod:`._pg_batch`). False when
+        the careful path must write it instead: a shape the statement does not cover, or a known id."""
+        if not pg_batch.covers(batch):
+            return False
+        statement, parameters = pg_batch.statement(batch, now=now_ms())
+        try:
+            await self._db.execute_alone(statement, parameters)
+        except IntegrityError:
+            return False
+        except DBAPIError as exc:
+            error = pg_batch.run_state_error(exc, batch)
+            if error is None:
+                raise
+            raise error from None
+        return True
 
     async def _write_journal(self, entry: JournalEntry[ResultRecord, RunFinish, StateWrite]) -> None:
         finishes = entry.finishes
@@ -395,6 +444,18 @@ class RunStore:
                     returning=False,
                 )
 
+        if not self._db.is_sqlite:
+            batch = PgBatch(
+                finishes=[_finish_row(f) for f in finishes],
+                results=[_result_row(r) for r in (*entry.results, *(r for f in finishes for r in f.results))],
+                state=list(entry.side),
+                events=[event for f in finishes for event in f.events],
+                items=[item for f in finishes for item in f.transcript],
+            )
+            if await self._pg_alone(batch):
+                return
+            await self._db.transact_optimistic(work)
+            return
         # statements only: one hop to the SQLite writer thread for the whole transaction
         await self._db.transact_batch(work)
 
