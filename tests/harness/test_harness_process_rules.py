@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
+import gc
 import json
+import os
+import signal
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from agentrunner import AgentRunner, RunCompletedResult, RunFailedResult, StateUpdatedResult
+from agentrunner_harness import HarnessProcess
 from agentrunner_runner_claude_code import ClaudeCodeRunner
 from agentrunner_runner_codex import CodexRunner
 from harness_helpers import collect, final_message, make_context, pid_alive, stub_command
@@ -223,3 +229,35 @@ async def test_rlimits_apply_to_the_cli(tmp_path: Path) -> None:
     results = await collect(ClaudeCodeRunner(), make_context("run_rl", config, root=tmp_path / "ws"))
     assert isinstance(results[-1], RunCompletedResult)
     assert (tmp_path / "record.json").is_file()
+
+
+async def test_a_run_cancelled_while_the_prompt_is_written_leaves_no_cli_behind(tmp_path: Path) -> None:
+    """Cancelled inside ``async with`` entry (the CLI is not reading its prompt yet): the CLI is killed and
+    reaped there. Before, the body never ran, so nothing ended the process, and its transport was later
+    collected with the CLI still running, which asyncio reports as a ResourceWarning."""
+    pid_file = tmp_path / "cli.pid"
+    # The CLI never reads stdin, and the prompt is larger than a pipe buffer: writing it blocks.
+    script = f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(600)"
+    process = HarnessProcess(
+        [sys.executable, "-c", script], cwd=tmp_path, env={"PATH": "/usr/bin:/bin"}, stdin=b"x" * (4 << 20)
+    )
+
+    async def enter() -> None:
+        async with process:
+            pytest.fail("the prompt cannot have been written")
+
+    task = asyncio.create_task(enter())
+    while not pid_file.exists() or not pid_file.read_text():  # noqa: ASYNC110 - the CLI says it started
+        await asyncio.sleep(0.01)
+    pid = int(pid_file.read_text())
+    try:
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert process.returncode is not None, "the CLI was reaped before the cancellation went on"
+        assert not pid_alive(pid)
+        gc.collect()  # a transport of a live process would warn here (filterwarnings=error)
+    finally:
+        if pid_alive(pid):  # only when the assertions above failed: do not leave it for the loop's close
+            os.kill(pid, signal.SIGKILL)
+            await asyncio.wait_for(process.wait(), 60)

@@ -129,7 +129,13 @@ class HarnessProcess:
         )
         self._stderr_task = asyncio.create_task(self._read_stderr(), name=f"harness-stderr-{self._proc.pid}")
         self._reaper = asyncio.create_task(self._reap_on_exit(), name=f"harness-reaper-{self._proc.pid}")
-        await self._write_prompt()
+        try:
+            await self._write_prompt()
+        except BaseException:
+            # Raising from __aenter__ means __aexit__ never runs: take the tree down here, or a cancel that
+            # lands while the prompt is written leaves the CLI running with nobody to reap it.
+            await asyncio.shield(self._terminate())
+            raise
         return self
 
     async def __aexit__(
@@ -147,6 +153,10 @@ class HarnessProcess:
             await proc.stdin.drain()
         except (BrokenPipeError, ConnectionResetError):
             pass  # the CLI exited before reading its prompt; its exit status tells why
+        except BaseException:
+            # Cancelled mid-write: drop the unwritten rest, or closing the pipe waits for the CLI to read it.
+            proc.stdin.transport.abort()
+            raise
         finally:
             proc.stdin.close()
             with contextlib.suppress(BrokenPipeError, ConnectionResetError):
