@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import sys
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 
 from . import SUITES, SuiteRef
@@ -56,6 +58,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     env = environment()  # before measuring, so the load average is the one the run started under
     rows, errors = run_suites(selected, mode, quick=args.quick, progress=write_progress)
+    # the start's load alone hides a machine that got busy during the run (eight people share it)
+    env["load average at the end (1/5/15 min)"] = " / ".join(f"{load:.2f}" for load in os.getloadavg())
+    env["ended"] = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     report = render_table(rows, env, mode, quick=args.quick, errors=errors)
     print(report, end="")
     if args.markdown is not None:
