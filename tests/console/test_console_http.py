@@ -6,6 +6,7 @@ test_browser.py."""
 from __future__ import annotations
 
 import base64
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -242,6 +243,11 @@ async def test_runs_list_filters_and_detail_show_timeline_snapshot_audit_and_eve
         assert "ms</td>" in detail  # latency column
         assert 'id="snapshot"' in detail and "&#34;deadline_at&#34;" in detail  # the frozen snapshot
         assert 'id="audit"' in detail and "state.get" in detail  # echo reads its turn counter
+        # the audit table is what GET /v1/audit answers for the run, in call order
+        api_audit = (await client.get("/v1/audit", params={"run_id": run_id, "order": "asc"})).json()
+        table = detail[detail.index('id="audit"') : detail.index("</table>", detail.index('id="audit"'))]
+        shown = [int(seq) for seq in re.findall(r'data-seq="(\d+)"', table)]
+        assert shown == [e["seq"] for e in api_audit["entries"]] != []
         assert "message.received" in detail  # the triggering event
         missing = await client.get("/runs/run_missing")
         assert missing.status_code == 404

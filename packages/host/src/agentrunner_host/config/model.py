@@ -114,6 +114,15 @@ class HttpConfig(_Section):
     """Idle keep-alive connections are closed after this long."""
     max_connections: int = Field(default=512, ge=1)
     """Concurrent connections (and requests) served; more are answered 503."""
+    cookie_secure_mode: Literal["auto", "always"] = "auto"
+    """The console's session cookie is ``Secure`` when the request came over HTTPS (``auto``: uvicorn takes
+    ``X-Forwarded-Proto`` only from the proxies in ``FORWARDED_ALLOW_IPS``, loopback by default), or always
+    (``always``: behind a TLS-terminating proxy the host cannot see)."""
+    login_max_failures: int = Field(default=5, ge=1, le=1000)
+    """Wrong tokens one client may send to the console's ``POST /login`` within ``login_window_seconds``;
+    further attempts are answered 429 with ``Retry-After`` until the oldest failure leaves the window."""
+    login_window_seconds: float = Field(default=60.0, gt=0, le=86400)
+    """The window of ``login_max_failures``."""
 
     @property
     def is_loopback(self) -> bool:

@@ -141,6 +141,11 @@ def create_app(
     )
     app.state.service = service
     app.state.openapi = document
-    app.state.console = console_state(token=api_token or None)
+    app.state.console = console_state(
+        token=api_token or None,
+        secure_cookie=http.cookie_secure_mode == "always",
+        max_failures=http.login_max_failures,
+        window_seconds=http.login_window_seconds,
+    )
     app.state.body_timeout = http.body_timeout_seconds
     return app

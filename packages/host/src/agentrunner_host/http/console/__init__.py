@@ -16,6 +16,7 @@ from starlette.staticfiles import StaticFiles
 from . import agents, bindings, chat, runners, runs
 from .pages import PAGE_HEADERS, ConsolePage, NavEntry, render
 from .session import SESSION_ROUTES
+from .throttle import LoginThrottle
 
 __all__ = [
     "PAGES",
@@ -49,6 +50,10 @@ class ConsoleState:
     """The navigation bar."""
     token: str | None
     """The API token (``None``: the host has none and the console needs no login)."""
+    throttle: LoginThrottle
+    """The login rate limit."""
+    secure_cookie: bool = False
+    """Mark the session cookie ``Secure`` on every request, not only those that came over HTTPS."""
 
     @property
     def token_protected(self) -> bool:
@@ -69,6 +74,14 @@ def console_routes() -> list[BaseRoute]:
     return routes
 
 
-def console_state(*, token: str | None) -> ConsoleState:
-    """The console's state for an app protected by *token*."""
-    return ConsoleState(nav=tuple(p.nav for p in PAGES), token=token)
+def console_state(
+    *, token: str | None, secure_cookie: bool = False, max_failures: int = 5, window_seconds: float = 60.0
+) -> ConsoleState:
+    """The console's state for an app protected by *token*: at most *max_failures* wrong tokens per client
+    within *window_seconds*; the cookie always ``Secure`` when *secure_cookie*."""
+    return ConsoleState(
+        nav=tuple(p.nav for p in PAGES),
+        token=token,
+        throttle=LoginThrottle(max_failures=max_failures, window_seconds=window_seconds),
+        secure_cookie=secure_cookie,
+    )

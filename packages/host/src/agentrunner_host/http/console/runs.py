@@ -1,7 +1,8 @@
 """The runs pages: ``/runs`` (a filtered list, newest first) and ``/runs/{run_id}`` (the run's result timeline
 with host sequence, type and latency, its frozen authorization snapshot, its back-call audit and its events).
 
-Both are rendered on the server straight from the stores; they need no script.
+Both are rendered on the server and need no script. The back-call audit is read through the same query
+``GET /v1/audit?run_id=`` answers (:meth:`HostService.audit <agentrunner_host.service.HostService.audit>`).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from starlette.routing import Route
 
 from agentrunner_host.admission import is_valid_id
 from agentrunner_host.service import HostService, NotFoundError
-from agentrunner_host.stores import StoredEvent
+from agentrunner_host.stores import MAX_AUDIT_PAGE, AuditEntry, AuditFilter, StoredEvent
 from agentrunner_host.stores.records import EVENTS, event_from_row
 from agentrunner_host.stores.tables import RunRow
 
@@ -32,8 +33,6 @@ PAGE_SIZE: Final = 50
 _MAX_RESULTS: Final = 2000
 _STATUSES: Final = ("running", "completed", "failed")
 _CURSOR: Final = re.compile(r"([0-9]{1,15}):(.{1,255})")
-BACKCALL_EVENT: Final = "host.backcall"
-"""Event type of the back-call audit records (one per call a run made into the host)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,6 +251,21 @@ async def _event(service: HostService, event_id: str) -> StoredEvent | None:
     return None if row is None else event_from_row(row)
 
 
+async def _run_audit(service: HostService, run_id: str) -> list[AuditEntry]:
+    """The run's back-calls, oldest first, through the query ``GET /v1/audit?run_id=`` serves."""
+    entries: list[AuditEntry] = []
+    cursor: int | None = None
+    while len(entries) < _MAX_RESULTS:
+        page = await service.audit(
+            AuditFilter(run_id=run_id), cursor=cursor, limit=MAX_AUDIT_PAGE, order="asc"
+        )
+        entries.extend(page.entries)
+        if page.next_cursor is None:
+            break
+        cursor = page.next_cursor
+    return entries[:_MAX_RESULTS]
+
+
 async def run_page(request: Request) -> Response:
     """``GET /runs/{run_id}``."""
     service = _service(request)
@@ -288,7 +302,7 @@ async def run_page(request: Request) -> Response:
         # the triggering event is stored before its run exists, so it does not carry the run's id
         trigger = await _event(service, record.event_id)
         events = [trigger, *events] if trigger is not None else events
-    audit = [e for e in events if e.event_type == BACKCALL_EVENT]
+    audit = await _run_audit(service, run_id)
     return render(
         request,
         "run.html",

@@ -3,6 +3,9 @@
 ``POST /login`` takes ``{"token": "..."}`` as JSON (the request guard refuses other bodies, so a plain
 cross-site form cannot even reach it) and answers 204 with the session cookie; the cookie holds an HMAC of
 the token (:func:`~agentrunner_host.http.auth.session_value`), never the token. ``POST /logout`` clears it.
+Wrong tokens are rate limited per client (:mod:`.throttle`, ``[http] login_max_failures`` /
+``login_window_seconds``); the cookie is ``Secure`` over HTTPS, or always with ``[http] cookie_secure_mode =
+"always"`` (behind a TLS-terminating proxy).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from starlette.routing import Route
 from agentrunner_host.http.auth import SESSION_COOKIE, session_value
 
 from .pages import render
+from .throttle import LoginThrottle
 
 __all__ = ["SESSION_ROUTES"]
 
@@ -47,9 +51,17 @@ async def login_page(request: Request) -> Response:
 
 async def login(request: Request) -> Response:
     """``POST /login``: checks the token and sets the session cookie."""
-    token: str | None = request.app.state.console.token
+    console = request.app.state.console
+    token: str | None = console.token
     if token is None:
         return Response(status_code=204)
+    throttle: LoginThrottle = console.throttle
+    client = request.client.host if request.client is not None else ""
+    wait = throttle.retry_after(client)
+    if wait is not None:
+        answer = _error(429, "too_many_attempts", f"too many wrong tokens; try again in {wait} s")
+        answer.headers["Retry-After"] = str(wait)
+        return answer
     raw = b""
     async for chunk in request.stream():
         raw += chunk
@@ -61,14 +73,16 @@ async def login(request: Request) -> Response:
         return _error(422, "invalid_request", 'send {"token": "..."} as JSON')
     given: object = cast("dict[str, object]", body).get("token") if isinstance(body, dict) else None
     if not isinstance(given, str) or not hmac.compare_digest(given.encode(), token.encode()):
+        throttle.failed(client)
         return _error(401, "unauthorized", "that is not this server's token")
+    throttle.succeeded(client)
     response = Response(status_code=204)
     response.set_cookie(
         SESSION_COOKIE,
         session_value(token),
         httponly=True,
         samesite="strict",
-        secure=request.url.scheme == "https",
+        secure=console.secure_cookie or request.url.scheme == "https",
         path="/",
     )
     return response
@@ -77,7 +91,8 @@ async def login(request: Request) -> Response:
 async def logout(request: Request) -> Response:
     """``POST /logout``: clears the session cookie."""
     response = Response(status_code=204)
-    response.delete_cookie(SESSION_COOKIE, path="/", httponly=True, samesite="strict")
+    secure = request.app.state.console.secure_cookie or request.url.scheme == "https"
+    response.delete_cookie(SESSION_COOKIE, path="/", httponly=True, samesite="strict", secure=secure)
     return response
 
 
