@@ -209,13 +209,27 @@ def test_tool_calls_state_artifacts_terminal_and_transcript(browser: Browser, sc
     assert saved.read_bytes() == b"probe report\n"
     assert download.value.suggested_filename == "report.txt"
     screenshot(page, "chat")
-    # Reopen the conversation later: its transcript comes back.
+    # Reopen the conversation later: its transcript comes back with the run's tool call, state update,
+    # artifact and terminal replayed from the stored results, not only its messages.
     page.get_by_role("button", name="New conversation").click()
     expect(page.locator(".msg")).to_have_count(0)
     page.fill("#conversation", conversation)
     page.get_by_role("button", name="Open transcript").click()
     expect(page.locator(".msg.user")).to_have_text("you" + "tools")
-    expect(page.locator(".msg.assistant .segment")).to_contain_text("tools done")
+    reopened = page.locator(".msg.assistant")
+    expect(reopened).to_have_count(1)
+    expect(reopened).to_have_attribute("data-replayed", "true")
+    expect(reopened.locator(".segment")).to_contain_text("tools done")
+    tool = reopened.locator(".event.tool")
+    expect(tool).to_contain_text("lookup")
+    expect(tool).to_contain_text("done")
+    tool.locator("summary").click()
+    expect(tool.locator(".tool-params")).to_contain_text('"query": "weather"')
+    expect(tool.locator(".tool-result")).to_contain_text('"top": "sunny"')
+    expect(reopened.locator(".event.state")).to_contain_text("conversation:probe.calls = 1")
+    expect(reopened.locator(".event.artifact a")).to_have_text("⬇ report.txt")
+    expect(reopened.locator(".event.terminal")).to_have_attribute("data-outcome", "completed")
+    screenshot(page, "chat-reopened")
 
 
 def test_runs_list_filters_and_detail(browser: Browser, screenshot: Shot) -> None:

@@ -109,6 +109,14 @@ class AssistantBubble {
     this.node.dataset.run = runId;
   }
 
+  // Empties the bubble before its run's stored results are replayed into it.
+  reset() {
+    this.segments.replaceChildren();
+    this.events.replaceChildren();
+    this.tools.clear();
+    this.segment = null;
+  }
+
   text(chunk, { replace = false } = {}) {
     if (!this.segment) {
       this.segment = { source: "", node: el("div", { class: "segment markdown" }) };
@@ -204,8 +212,14 @@ class AssistantBubble {
   }
 }
 
-function assistantFromTranscript(item) {
-  const b = new AssistantBubble(item.run_id);
+function assistantFromTranscript(item, runs) {
+  // One bubble per run: a run's later messages become further segments of it.
+  let b = item.run_id ? runs.get(item.run_id) : undefined;
+  if (b) b.segment = null;
+  else {
+    b = new AssistantBubble(item.run_id);
+    if (item.run_id) runs.set(item.run_id, b);
+  }
   if (item.content) b.text(item.content, { replace: true });
   for (const ref of refsOf(item)) b.segments.append(artifactView(ref));
   return b;
@@ -213,8 +227,28 @@ function assistantFromTranscript(item) {
 
 // -- transcript ----------------------------------------------------------------------------------------------
 
+const REPLAYED_RUNS = 20; // the latest runs of a reopened conversation shown with their tool calls and results
+
+// Replays a finished run's stored results into its bubble, so a reopened conversation shows its tool calls,
+// state updates, artifacts and terminal as they were streamed, not only the messages the transcript keeps.
+async function replayRun(b, runId) {
+  const results = [];
+  let after = 0;
+  for (;;) {
+    const page = await api(`/v1/runs/${encodeURIComponent(runId)}/results?after=${after}&limit=1000`);
+    results.push(...page.results);
+    if (page.done || !page.results.length) break;
+    after = page.next_after;
+  }
+  if (!results.length) return;
+  b.reset();
+  for (const r of results) b.apply(r.host_seq, r.type, r.result);
+  b.node.dataset.replayed = "true";
+}
+
 async function loadTranscript(conversationId, { skipRun } = {}) {
   messages.replaceChildren();
+  const runs = new Map();
   let cursor = "";
   let count = 0;
   for (;;) {
@@ -224,11 +258,18 @@ async function loadTranscript(conversationId, { skipRun } = {}) {
     for (const item of page.items) {
       if (item.item_type !== "message") continue;
       if (item.role === "user") userBubble(item.content, refsOf(item));
-      else if (item.role === "assistant" && item.run_id !== skipRun) assistantFromTranscript(item);
+      else if (item.role === "assistant" && item.run_id !== skipRun) assistantFromTranscript(item, runs);
       count += 1;
     }
     if (!page.next_cursor) break;
     cursor = page.next_cursor;
+  }
+  for (const [runId, b] of [...runs].slice(-REPLAYED_RUNS)) {
+    try {
+      await replayRun(b, runId);
+    } catch {
+      // the run's results are gone (swept) or unreadable: its transcript messages stay as they are
+    }
   }
   messages.scrollTop = messages.scrollHeight;
   return count;
