@@ -5,9 +5,15 @@ the project; its own tests pass, and so does the conformance kit's check of its 
 from __future__ import annotations
 
 import re
+import shlex
+import signal
+import socket
 import subprocess
+import sys
+import time
 from pathlib import Path
 
+import httpx
 import pytest
 from agentrunner_host.runtime.discovery import load_plugin_dir
 
@@ -62,5 +68,103 @@ def test_the_tutorial_project_passes_its_tests_and_the_kit(tmp_path: Path, built
     )
     assert kit.returncode == 0, kit.stdout + kit.stderr
     assert " 0 failed" in kit.stdout, kit.stdout
+    (plugin_line,) = [
+        line
+        for line in TUTORIAL.read_text(encoding="utf-8").splitlines()
+        if line.startswith("uv run --frozen pytest --agentrunner-runner")
+    ]
+    plugin = run(uv(), *shlex.split(plugin_line)[1:], "-p", "no:cacheprovider")
+    assert plugin.returncode == 0, plugin.stdout + plugin.stderr
+    # Only the kit's requirement tests ran: the project's five tests were deselected.
+    assert "5 deselected" in plugin.stdout and " failed" not in plugin.stdout, plugin.stdout
     spec, reasons = load_plugin_dir(project)
     assert spec is not None and spec.runner_ids() == ["plugin:me/my-echo/default"], reasons
+
+
+def _step_six_block(name: str) -> str:
+    """The bash block of step 6 that contains *name*."""
+    step = TUTORIAL.read_text(encoding="utf-8").split("## 6.", 1)[1].split("## 7.", 1)[0]
+    (block,) = [b for b in re.findall(r"```bash\n(.*?)```", step, re.S) if name in b]
+    return block
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.mark.timeout(1200)  # builds the wheels, installs a plugin environment, starts a server
+def test_the_tutorial_runner_is_served_by_the_host_as_step_six_says(
+    tmp_path: Path, built_wheels: Path
+) -> None:
+    """Step 6's commands, run with this clone's ``agentrunner`` program (what ``./uvw run --frozen agentrunner``
+    starts) from a fresh directory, the test's paths for ``../my-echo`` and ``~/agentrunner-wheels`` and a
+    free port: the runner answers the README's curl request, and counts the turns through host state."""
+    project = tmp_path / "my-echo"
+    for path, text in tutorial_files().items():
+        target = project / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+    here = tmp_path / "host"
+    here.mkdir()
+    prefix = "./uvw run --frozen agentrunner "
+    lines = [line for line in _step_six_block("plugins install").splitlines() if line.strip()]
+    assert lines[0] == "cd agentrunner"
+    commands = [shlex.split(line.removeprefix(prefix)) for line in lines[1:]]
+    assert all(line.startswith(prefix) for line in lines[1:]) and commands[-1] == ["serve"]
+    program = str(Path(sys.executable).with_name("agentrunner"))
+    paths = {"../my-echo": str(project), "~/agentrunner-wheels": str(built_wheels)}
+    env = clean_env()
+    for argv in commands[:-1]:
+        done = subprocess.run(
+            [program, *(paths.get(arg, arg) for arg in argv)],
+            cwd=here,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+        assert done.returncode == 0, (argv, done.stdout, done.stderr)
+        if argv[:2] == ["plugins", "list"]:
+            assert done.stdout.split("\t")[:3] == ["me/my-echo", "0.1.0", "ok"], done.stdout
+
+    curl = shlex.split(_step_six_block("curl -N").strip())
+    body = curl[curl.index("-d") + 1]
+    assert curl[-1] == "http://127.0.0.1:8420/v1/events"
+    port = _free_port()
+    log = tmp_path / "serve.log"
+    with log.open("wb") as log_file:
+        server = subprocess.Popen(
+            [program, "serve", "--port", str(port)],
+            cwd=here,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+        )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 300
+        while True:
+            assert server.poll() is None, log.read_text()
+            try:
+                if httpx.get(f"{base}/readyz", timeout=5).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.2)
+        headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+        for turn in (1, 2):
+            answer = httpx.post(f"{base}/v1/events", content=body, headers=headers, timeout=120).text
+            assert '"content":"hello"' in answer and '"type":"run.completed"' in answer, answer
+            assert f'"turn":{turn}' in answer, answer
+        assert "plugin:me/my-echo/default" in httpx.get(f"{base}/v1/runners", timeout=30).text
+    finally:
+        server.send_signal(signal.SIGINT)
+        try:
+            server.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()

@@ -24,9 +24,11 @@ from agentrunner import (
     AgentInput,
     AgentRunnerManifest,
     DeliveryContext,
+    InvalidRunnerIdError,
     MessageCompletedResult,
     MessageDeltaResult,
     RunFailedResult,
+    RunnerId,
     parse_result,
 )
 from agentrunner import codec as json
@@ -282,6 +284,28 @@ def _known_manifests(settings: Settings) -> dict[str, AgentRunnerManifest]:
             if entry.manifest is not None:
                 manifests.setdefault(entry.manifest.id, entry.manifest)
     return manifests
+
+
+def _installed_plugin_manifest(settings: Settings, runner_id: str) -> AgentRunnerManifest | None:
+    """The manifest of *runner_id* when a plugin installed with ``agentrunner plugins install`` has it: read
+    from the plugin's own runtime, started once for the question (its environment is not the host's)."""
+    from agentrunner_host.runtime.plugin_envs import installed_plugins, runner_manifests
+
+    try:
+        wanted = RunnerId.parse(runner_id)
+    except InvalidRunnerIdError:
+        return None
+    plugins, _ = installed_plugins(settings.data_dir)
+    for plugin in plugins:
+        if plugin.plugin_id == wanted.plugin_id and any(r.name == wanted.runner for r in plugin.runners):
+            try:
+                manifests = asyncio.run(runner_manifests(plugin))
+            except (HostError, TimeoutError, OSError) as exc:
+                raise CliError(
+                    f"plugin {plugin.plugin_id} is installed but its runtime did not answer: {exc}"
+                ) from None
+            return next((m for m in manifests if m.id == runner_id), None)
+    return None
 
 
 def _redacted_agent(agent: AgentConfig) -> dict[str, Any]:
@@ -576,7 +600,9 @@ def _agents_action(
                 )
             except ValidationError as exc:
                 raise CliError(_validation_message(exc)) from None
-            manifest = _known_manifests(settings).get(agent.runner_id)
+            manifest = _known_manifests(settings).get(agent.runner_id) or _installed_plugin_manifest(
+                settings, agent.runner_id
+            )
             try:
                 check_agent_config(agent.runner_id, agent.runner_config, manifest)
             except AdmissionError as exc:

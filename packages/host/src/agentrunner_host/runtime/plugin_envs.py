@@ -38,7 +38,13 @@ from collections.abc import AsyncIterator, Callable, Generator, Sequence
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from agentrunner import BackCallRequest, InvalidRunnerIdError, RunnerId, UnauthorizedError
+from agentrunner import (
+    AgentRunnerManifest,
+    BackCallRequest,
+    InvalidRunnerIdError,
+    RunnerId,
+    UnauthorizedError,
+)
 from agentrunner import codec as json
 from agentrunner.wire import ENTRY_POINT_GROUP
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -61,6 +67,7 @@ __all__ = [
     "plugin_status",
     "record_status",
     "remove_plugin",
+    "runner_manifests",
 ]
 
 PLUGINS_DIR: Final = "plugins"
@@ -162,10 +169,15 @@ class PluginStatus(_Record):
 
 
 def find_uv() -> str:
-    """The uv executable: ``$AGENTRUNNER_UV``, the ``uv`` Python package's binary, or ``uv`` on ``PATH``."""
+    """The uv executable: ``$AGENTRUNNER_UV``, the uv that started this process (``uv run`` sets ``$UV``; the
+    README's ``./uvw`` may have installed it off ``PATH``), the ``uv`` Python package's binary, or ``uv`` on
+    ``PATH``."""
     explicit = os.environ.get("AGENTRUNNER_UV")
     if explicit:
         return explicit
+    parent = os.environ.get("UV")
+    if parent and os.path.isfile(parent) and os.access(parent, os.X_OK):
+        return parent
     with contextlib.suppress(ImportError, FileNotFoundError):
         found: object = importlib.import_module("uv").find_uv_bin()
         if isinstance(found, str):
@@ -518,18 +530,38 @@ class _NoRuns:
         yield {}  # pragma: no cover - makes this an async generator
 
 
-async def check_loads(plugin: InstalledPlugin, *, timeout: float = 60.0) -> str | None:
-    """Start *plugin*'s runtime with its own interpreter and ask for its runners: ``None`` when it answers with
-    at least one of its own, else why not."""
+async def _listed_runners(plugin: InstalledPlugin, *, timeout: float) -> list[dict[str, Any]]:
     from .manager import RuntimeManager  # the manager imports this module's neighbours, not this one
 
     manager = RuntimeManager(_NoRuns(), plugins=[plugin.spec()])
     try:
-        manifests = await asyncio.wait_for(manager.connection(plugin.plugin_id).list_runners(), timeout)
-    except (HostError, TimeoutError, OSError) as exc:
-        return str(exc) or type(exc).__name__
+        return await asyncio.wait_for(manager.connection(plugin.plugin_id).list_runners(), timeout)
     finally:
         await manager.aclose()
+
+
+async def runner_manifests(plugin: InstalledPlugin, *, timeout: float = 60.0) -> list[AgentRunnerManifest]:
+    """Start *plugin*'s runtime with its own interpreter and return the valid manifests of its own runners
+    (the registry reads the same at ``serve`` start and warns about the others). Raises :class:`HostError`,
+    :class:`TimeoutError` or :class:`OSError` when the runtime does not start or answer."""
+    manifests: list[AgentRunnerManifest] = []
+    for item in await _listed_runners(plugin, timeout=timeout):
+        try:
+            manifest = AgentRunnerManifest.model_validate(item)
+        except ValidationError:
+            continue
+        if manifest.runner_id.plugin_id == plugin.plugin_id:
+            manifests.append(manifest)
+    return manifests
+
+
+async def check_loads(plugin: InstalledPlugin, *, timeout: float = 60.0) -> str | None:
+    """Start *plugin*'s runtime with its own interpreter and ask for its runners: ``None`` when it answers with
+    at least one of its own, else why not."""
+    try:
+        manifests = await _listed_runners(plugin, timeout=timeout)
+    except (HostError, TimeoutError, OSError) as exc:
+        return str(exc) or type(exc).__name__
     if not manifests:
         return "its runtime reports no runner of its own"
     return None
