@@ -112,16 +112,25 @@ def test_the_flat_legacy_pipeline_template_has_no_ai_section_and_is_kept() -> No
 @pytest.mark.parametrize(
     ("config", "expected"),
     [
-        ({"ai": {}}, {"ai": {"runner": {}, "runner_config": {}}}),
+        ({"ai": {}}, {"ai": {}}),
+        ({"ai": {"runner": {"id": LOCAL}}}, {"ai": {"runner": {"id": LOCAL}}}),
         ({}, {}),
         ({"trigger": {}}, {"trigger": {}}),
+        ({"ai": {"runner": "x", "runner_config": []}}, {"ai": {"runner": {}, "runner_config": {}}}),
+        (
+            {"ai": {"dify-service-api": {}}},
+            {"ai": {"runner_config": {"plugin:langbot/dify-agent/default": {}}}},
+        ),
     ],
 )
-def test_containers_are_normalised_only_when_ai_exists(
+def test_sections_are_created_only_when_something_moves_into_them(
     config: dict[str, Any], expected: dict[str, Any]
 ) -> None:
-    """``ai.runner`` and ``ai.runner_config`` are created inside an existing ``ai``; other configs stay as they are."""
-    assert migrate_pipeline_config(config).config == expected
+    """Nothing to migrate, nothing changed: no empty ``ai.runner`` / ``ai.runner_config`` is added; a section
+    that is not an object is replaced (with a warning), and a legacy block gets the section it moves to."""
+    result = migrate_pipeline_config(config)
+    assert result.config == expected
+    assert result.changed == (config != expected)
 
 
 def test_a_selected_non_default_runner_and_unknown_keys_are_kept() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import io
 from pathlib import Path
@@ -189,3 +190,27 @@ def test_chat_leaves_the_runs_of_a_running_server_alone() -> None:
     assert run("chat", "--message", "hi")[0] == EXIT_OK
     code, shown = run("runs", "show", "run_of_the_server")
     assert code == EXIT_OK and json.loads(shown)["status"] == "running"
+
+
+def _leaf_parsers(
+    parser: argparse.ArgumentParser, path: tuple[str, ...] = ()
+) -> list[tuple[tuple[str, ...], argparse.ArgumentParser]]:
+    subparsers = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not subparsers:
+        return [(path, parser)]
+    leaves: list[tuple[tuple[str, ...], argparse.ArgumentParser]] = []
+    for action in subparsers:
+        for name, sub in action.choices.items():
+            leaves += _leaf_parsers(sub, (*path, name))
+    return leaves
+
+
+def test_every_command_accepts_the_common_options() -> None:
+    """docs/operators.md: every command accepts --config, --data-dir and --database-url."""
+    from agentrunner_host.cli import build_parser
+
+    leaves = _leaf_parsers(build_parser())
+    assert len(leaves) > 20
+    for path, parser in leaves:
+        options = {option for action in parser._actions for option in action.option_strings}
+        assert {"--config", "--data-dir", "--database-url"} <= options, path

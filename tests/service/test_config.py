@@ -122,6 +122,27 @@ def test_the_default_data_directory_follows_xdg(tmp_path: Path) -> None:
     assert settings.config_path is None and settings.data_dir == tmp_path / ".agentrunner"
 
 
+def test_the_data_directory_is_the_flag_then_the_environment_then_the_file_then_the_default(
+    tmp_path: Path,
+) -> None:
+    """The order docs/operators.md gives: ``--data-dir``, ``$AGENTRUNNER_DATA_DIR``, ``data_dir`` in the file
+    (relative to the file), ``$XDG_DATA_HOME/agentrunner``, ``./.agentrunner``."""
+    conf = tmp_path / "etc"
+    conf.mkdir()
+    (conf / "agentrunner.toml").write_text('data_dir = "from-file"\n', encoding="utf-8")
+    file = conf / "agentrunner.toml"
+    env = {"AGENTRUNNER_DATA_DIR": "from-env", "XDG_DATA_HOME": str(tmp_path / "xdg")}
+    assert (
+        load_settings(file, environ=env, cwd=tmp_path, data_dir="from-flag").data_dir
+        == tmp_path / "from-flag"
+    )
+    assert load_settings(file, environ=env, cwd=tmp_path).data_dir == tmp_path / "from-env"
+    del env["AGENTRUNNER_DATA_DIR"]
+    assert load_settings(file, environ=env, cwd=tmp_path).data_dir == conf / "from-file"
+    assert load_settings(None, environ=env, cwd=tmp_path).data_dir == tmp_path / "xdg" / "agentrunner"
+    assert load_settings(None, environ={}, cwd=tmp_path).data_dir == tmp_path / ".agentrunner"
+
+
 def test_the_config_file_is_found_through_the_environment_or_the_working_directory(tmp_path: Path) -> None:
     """``AGENTRUNNER_CONFIG`` names the file; otherwise ``./agentrunner.toml`` is used when present."""
     named = tmp_path / "named.toml"

@@ -112,3 +112,34 @@ def test_runners_of_configured_plugin_directories_count_as_installed(
     err = capsys.readouterr().err
     assert code == EXIT_OK, err
     assert "p.json: runner plugin:acme/thing/default is installed" in err
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"ai": {"runner": {"id": "plugin:langbot/dify-agent/default"}}},
+        {"ai": {"runner": {"id": "", "expire-time": 0}, "runner_config": {}}},
+        {"trigger": {"prefix": ["/ai"]}},
+    ],
+)
+def test_a_config_with_nothing_to_migrate_prints_no_diff(config: dict[str, object]) -> None:
+    Path("done.json").write_bytes(json.dumps(config))
+    code, out = _run("migrate-config", "done.json")
+    assert code == EXIT_OK
+    assert out == "nothing to migrate\n"
+
+
+def test_migrate_config_takes_the_common_options(isolated: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Like every command it accepts --config, --data-dir and --database-url (docs/operators.md); the plugins
+    installed under that data directory count as installed runners."""
+    Path("p.json").write_bytes(json.dumps(_dify(DIFY_KEY)))
+    code, out = _run(
+        "migrate-config",
+        "--data-dir",
+        str(isolated / "data"),
+        "--database-url",
+        f"sqlite+aiosqlite:///{isolated / 'x.db'}",
+        "p.json",
+    )
+    assert code == EXIT_OK and '"env": "DIFY_AGENT_API_KEY"' in out
+    assert "is installed" in capsys.readouterr().err

@@ -90,7 +90,9 @@ def _dict(value: object) -> dict[str, Any] | None:
 def migrate_pipeline_config(legacy: Mapping[str, Any]) -> MigrationResult:
     """Convert a legacy pipeline configuration to the runner-id form.
 
-    * ``ai.runner`` and ``ai.runner_config`` are created as objects when missing (only when ``ai`` exists);
+    * ``ai.runner_config`` is created when a legacy block moves into it; ``ai.runner`` and
+      ``ai.runner_config`` holding something other than an object are replaced by an object (with a warning);
+      a configuration with nothing to migrate comes back equal, with no change;
     * when ``ai.runner.id`` is empty and ``ai.runner.runner`` is a legacy name, ``id`` becomes its runner id
       and the legacy ``runner`` key is removed;
     * every legacy runner block (``ai['local-agent']``, ``ai['dify-service-api']``...) moves verbatim to
@@ -107,22 +109,25 @@ def migrate_pipeline_config(legacy: Mapping[str, Any]) -> MigrationResult:
             warnings.append("'ai' is not an object; left unchanged")
         return MigrationResult(config=config, runner_id=None, changes=changes, warnings=warnings)
 
+    # A missing section is only created when something moves into it: the runtime reads a missing one as
+    # empty, so an empty section would be a diff with nothing migrated.
     runner = _dict(ai.get("runner"))
     if runner is None:
+        runner = {}
         if "runner" in ai:
             warnings.append(
                 f"ai.runner was {type(ai['runner']).__name__}, not an object; replaced by an object"
             )
-        runner = {}
-        ai["runner"] = runner
-        changes.append(MigrationChange("added", "ai.runner", "created the runner section"))
+            ai["runner"] = runner
+            changes.append(MigrationChange("added", "ai.runner", "created the runner section"))
     runner_config = _dict(ai.get("runner_config"))
     if runner_config is None:
-        if "runner_config" in ai:
-            warnings.append("ai.runner_config was not an object; replaced by an object")
         runner_config = {}
-        ai["runner_config"] = runner_config
-        changes.append(MigrationChange("added", "ai.runner_config", "created the runner config section"))
+        if "runner_config" in ai or any(name in ai for name in LEGACY_RUNNERS):
+            if "runner_config" in ai:
+                warnings.append("ai.runner_config was not an object; replaced by an object")
+            ai["runner_config"] = runner_config
+            changes.append(MigrationChange("added", "ai.runner_config", "created the runner config section"))
 
     current = runner.get("id")
     legacy_name = runner.get("runner")
