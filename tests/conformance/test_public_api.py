@@ -50,5 +50,7 @@ def test_every_exported_name_resolves() -> None:
         assert getattr(agentrunner_conformance, name) is not None
     for name in strategies.__all__:
         assert getattr(strategies, name) is not None
-    with pytest.raises(AttributeError):
+    with pytest.raises(
+        AttributeError, match="module 'agentrunner_conformance' has no attribute 'no_such_name'"
+    ):
         getattr(agentrunner_conformance, "no_such_name")  # noqa: B009

@@ -46,13 +46,15 @@ async def test_calls_outside_the_context_are_refused_and_recorded_as_violations(
     resources = AgentResources(models=[ModelResource(model_id="m1", operations=["invoke"])])
     host = SimulatedHost()
     api = host.open(make_context(resources=resources, state=False))
-    with pytest.raises(UnauthorizedError):
+    with pytest.raises(UnauthorizedError, match=r"model 'gpt-4o' is not in ctx\.resources\.models"):
         await api.models.invoke("gpt-4o", [{"role": "user", "content": "x"}])
-    with pytest.raises(UnauthorizedError):
+    with pytest.raises(UnauthorizedError, match="operation 'rerank' is not granted on model 'm1'"):
         await api.models.rerank("m1", "q", ["d"])
-    with pytest.raises(UnauthorizedError):
+    with pytest.raises(UnauthorizedError, match=r"state is switched off in ctx\.context\.available_apis"):
         await api.state.get("conversation", "k")
-    with pytest.raises(UnauthorizedError):
+    with pytest.raises(
+        UnauthorizedError, match=r"artifacts\.metadata is switched off in ctx\.context\.available_apis"
+    ):
         await api.artifacts.metadata("art-unknown")
     assert [c.violation is not None for c in host.calls] == [True, True, True, True]
 
@@ -80,7 +82,10 @@ async def test_invalid_parameters_are_refused_and_recorded() -> None:
     """Parameters are validated against the action table."""
     host = SimulatedHost()
     api = host.open(make_context())
-    with pytest.raises(InvalidArgumentError):
+    with pytest.raises(
+        InvalidArgumentError,
+        match="invalid parameters: scope: Input should be 'conversation', 'actor', 'subject', 'runner',",
+    ):
         await api.call_raw("state.get", {"scope": "galaxy", "key": "k"})
     assert host.calls[0].invalid_params is not None
 
@@ -92,9 +97,9 @@ async def test_faults_are_injected_in_call_order() -> None:
     )
     host = SimulatedHost(plan=plan)
     api = host.open(make_context())
-    with pytest.raises(RateLimitedError):
+    with pytest.raises(RateLimitedError, match="injected rate_limited"):
         await api.state.get("conversation", "k")
-    with pytest.raises(DeadlineExceededError):
+    with pytest.raises(DeadlineExceededError, match="injected deadline_exceeded"):
         await api.state.get("conversation", "k")
     assert [c.outcome for c in host.calls] == ["rate_limited", "deadline_exceeded"]
 
@@ -112,7 +117,7 @@ async def test_calls_after_the_run_ended_are_refused_and_marked_late() -> None:
     host = SimulatedHost()
     api = host.open(make_context())
     host.close("run-1")
-    with pytest.raises(UnauthorizedError):
+    with pytest.raises(UnauthorizedError, match="the run has ended"):
         await api.state.get("conversation", "k")
     assert host.calls[0].late
 

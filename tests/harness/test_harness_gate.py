@@ -41,7 +41,9 @@ agent_id = "coder"
 async def test_config_load_refuses_a_code_executing_runner_and_names_the_switch(
     tmp_path: Path, runner: str
 ) -> None:
-    with pytest.raises(CodeExecutionDisabledError) as info:
+    with pytest.raises(
+        CodeExecutionDisabledError, match=r"unavailable: it executes code \(an external harness\)"
+    ) as info:
         async with HostService.open(_settings(tmp_path, _agent(runner))):
             pass
     assert SWITCH in info.value.message and "[security]" in info.value.message

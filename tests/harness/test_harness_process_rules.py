@@ -177,7 +177,7 @@ async def test_cancel_kills_the_tree(tmp_path: Path) -> None:
         while not gc.exists() or not gc.read_text():  # noqa: ASYNC110 - the stub's grandchild writes this file
             await asyncio.sleep(0.05)
     task.cancel()
-    with pytest.raises(asyncio.CancelledError):
+    with pytest.raises(asyncio.CancelledError):  # noqa: PT011 - a cancellation has no message
         await task
     assert not pid_alive(int(gc.read_text()))
 
@@ -252,7 +252,7 @@ async def test_a_run_cancelled_while_the_prompt_is_written_leaves_no_cli_behind(
     pid = int(pid_file.read_text())
     try:
         task.cancel()
-        with pytest.raises(asyncio.CancelledError):
+        with pytest.raises(asyncio.CancelledError):  # noqa: PT011 - a cancellation has no message
             await task
         assert process.returncode is not None, "the CLI was reaped before the cancellation went on"
         assert not pid_alive(pid)

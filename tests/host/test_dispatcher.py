@@ -299,7 +299,7 @@ async def test_a_call_after_the_deadline_is_deadline_exceeded() -> None:
         now=time.time() - 10,
     )
     live = host.dispatcher.register(snapshot)
-    with pytest.raises(DeadlineExceededError):
+    with pytest.raises(DeadlineExceededError, match="the run's deadline has passed"):
         await host.dispatcher.handle(
             BackCallRequest(
                 run_id="run_late", action="knowledge.list", caller=PLUGIN, call_token=live.call_token

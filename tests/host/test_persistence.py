@@ -106,7 +106,7 @@ async def test_the_same_event_delivered_twice_runs_once(stores: HostStores) -> N
     host = host_with(stores, scripted(echo_script))
     handle = await host.orchestrator.submit(event("once", event_id="evt-dup"))
     _ = [i async for i in handle.results()]
-    with pytest.raises(DuplicateEventError):
+    with pytest.raises(DuplicateEventError, match="was already accepted"):
         await host.orchestrator.submit(event("once", event_id="evt-dup"))
     await host.aclose()
 
@@ -294,7 +294,9 @@ async def test_an_event_for_an_unknown_runner_is_still_stored(stores: HostStores
     host = Host.create(
         plugins={PLUGIN: [scripted(echo_script)]}, stores=stores, bindings=[binding("missing")]
     )
-    with pytest.raises(RunnerNotFoundError):
+    with pytest.raises(
+        RunnerNotFoundError, match="runner plugin:test/fake/missing not found: not declared by its plugin"
+    ):
         await host.orchestrator.submit(event("x", event_id="evt-orphan"))
     stored = await stores.events.get("evt-orphan", conversation=ConversationKey("conv-1"))
     assert stored is not None

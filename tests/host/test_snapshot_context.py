@@ -138,7 +138,7 @@ def test_history_apis_follow_permissions_policy_and_the_event_having_a_conversat
 def test_the_snapshot_is_frozen_and_its_hash_is_stable() -> None:
     """A snapshot cannot be changed after it is built, and equal inputs hash equally."""
     a, b = build(), build()
-    with pytest.raises(ValidationError):
+    with pytest.raises(ValidationError, match="Instance is frozen"):
         a.run_id = "other"
     assert (
         a.model_copy(update={"issued_at": 0, "deadline_at": 0}).digest()

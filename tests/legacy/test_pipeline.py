@@ -314,11 +314,17 @@ def test_a_legacy_configuration_must_be_migrated_first() -> None:
 
 def test_a_runner_outside_the_bound_plugins_cannot_run() -> None:
     """Bound plugins and extension preferences decide which runner plugins a pipeline may use."""
-    with pytest.raises(RunnerNotBoundError) as caught:
+    with pytest.raises(
+        RunnerNotBoundError,
+        match="runner plugin:langbot/local-agent/default belongs to plugin langbot/local-agent, which is",
+    ) as caught:
         pipeline_entry(CONFIG, _message(bound_plugins=["langbot/dify-agent"]))
     assert caught.value.plugin_id == "langbot/local-agent"
     prefs = ExtensionPreferences(enable_all_plugins=False, plugins=["someone/else"])
-    with pytest.raises(RunnerNotBoundError):
+    with pytest.raises(
+        RunnerNotBoundError,
+        match="runner plugin:langbot/local-agent/default belongs to plugin langbot/local-agent, which is",
+    ):
         pipeline_entry(CONFIG, _message(extension_preferences=prefs))
     allowed = ExtensionPreferences(enable_all_plugins=False, plugins=["langbot/local-agent"])
     assert pipeline_entry(
@@ -497,7 +503,7 @@ async def test_a_redelivered_platform_message_is_one_event_not_a_crash(tmp_path:
     try:
         handle = await host.orchestrator.submit(first.event)
         results = [i async for i in handle.results()]
-        with pytest.raises(DuplicateEventError):
+        with pytest.raises(DuplicateEventError, match="was already accepted"):
             await host.orchestrator.submit(again.event)
     finally:
         await host.aclose()

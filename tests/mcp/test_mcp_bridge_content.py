@@ -206,7 +206,9 @@ async def test_the_runs_artifacts_are_resources_read_through_its_back_calls(serv
             templates = (await client.list_resource_templates()).resource_templates
             png = (await client.read_resource("agentrunner-artifact:///art-png")).contents
             wav = (await client.read_resource("agentrunner-artifact:///art-wav")).contents
-            with pytest.raises(MCPError) as refused:
+            with pytest.raises(
+                MCPError, match=r"Resource not found: agentrunner-artifact:///art-secret \(unauthorized\)"
+            ) as refused:
                 await client.read_resource("agentrunner-artifact:///art-secret")
             completed = await client.complete(
                 ResourceTemplateReference(uri=templates[0].uri_template),
@@ -232,7 +234,10 @@ async def test_a_run_that_may_not_read_artifacts_offers_no_resources(server: Bri
         async with session(server.url, reg.token) as client:
             assert (await client.list_resources()).resources == []
             assert (await client.list_resource_templates()).resource_templates == []
-            with pytest.raises(MCPError):
+            with pytest.raises(
+                MCPError,
+                match=r"Resource not found: agentrunner-artifact:///art-png \(this run reads no artifacts\)",
+            ):
                 await client.read_resource("agentrunner-artifact:///art-png")
     assert host.requests == []
 

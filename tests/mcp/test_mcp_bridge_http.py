@@ -212,7 +212,7 @@ async def test_a_finished_runs_token_is_refused(server: BridgeServer) -> None:
         assert (await client.call_tool("history_page", {})).is_error is False
         reg.close()
         assert reg.closed
-        with pytest.raises(MCPError):
+        with pytest.raises(MCPError, match="Server returned an error response"):
             await client.call_tool("history_page", {})
     assert (await raw_initialize(server.url, {"Authorization": f"Bearer {reg.token}"})).status_code == 401
     assert len(transport.requests) == 1
@@ -281,7 +281,10 @@ async def test_other_paths_are_not_found(server: BridgeServer) -> None:
 
 async def test_a_non_loopback_address_needs_explicit_consent() -> None:
     """Binding beyond loopback is refused unless ``allow_non_loopback=True``."""
-    with pytest.raises(NonLoopbackBindError):
+    with pytest.raises(
+        NonLoopbackBindError,
+        match=r"refusing to listen on non-loopback address '0\.0\.0\.0'; pass allow_non_loopback=True to do",
+    ):
         BridgeServer(host="0.0.0.0")
     assert BridgeServer(host="0.0.0.0", allow_non_loopback=True).host == "0.0.0.0"
     assert BridgeServer(host="::1").host == "::1"
@@ -319,7 +322,9 @@ async def test_the_anonymous_fixture_is_refused_off_loopback() -> None:
     """A server bound beyond loopback never accepts token-less requests."""
     ctx = make_context("run-anon")
     wide = BridgeServer(host="0.0.0.0", allow_non_loopback=True)
-    with pytest.raises(NonLoopbackBindError):
+    with pytest.raises(
+        NonLoopbackBindError, match="an anonymous fixture run is only allowed on a loopback server"
+    ):
         wide.open_anonymous_fixture_run(ctx, make_api(ctx, FakeTransport()))
 
 
@@ -389,7 +394,7 @@ async def test_the_stateless_era_refuses_a_wrong_token(server: BridgeServer) -> 
     async with (
         httpx2.AsyncClient(headers={"Authorization": "Bearer nope"}, timeout=10) as http,
     ):
-        with pytest.raises(ExceptionGroup) as info:
+        with pytest.raises(ExceptionGroup) as info:  # noqa: PT011 - what the group holds is checked below
             async with Client(
                 streamable_http_client(server.url, http_client=http), mode="2026-07-28"
             ) as client:

@@ -152,7 +152,7 @@ async def test_host_refusals_propagate_as_typed_errors() -> None:
     ctx = make_context("run-a", history=True)
     transport = FakeTransport({"history.search": refuse})
     tool = next(t for t in run_tool_surface(ctx) if t.name == "history_search")
-    with pytest.raises(NotFoundError):
+    with pytest.raises(NotFoundError, match="no such item"):
         await invoke_exposed_tool(tool, ctx, make_api(ctx, transport), {"query": "x"})
 
 

@@ -54,7 +54,7 @@ async def test_the_helper_serves_the_run_only_inside_its_block(tmp_path: Path) -
     assert bridge.closed
     assert written[:3] == ["--mcp-config", str(tmp_path / CLAUDE_CONFIG_FILE), "--strict-mcp-config"]
     async with httpx2.AsyncClient(timeout=10) as http:
-        with pytest.raises(httpx2.ConnectError):
+        with pytest.raises(httpx2.ConnectError, match="All connection attempts failed"):
             await http.post(bridge.url, json=INIT, headers=auth)
 
 

@@ -58,7 +58,7 @@ async def test_the_proxy_lists_and_calls_the_runs_tools_over_stdio(server: Bridg
             result = await client.call_tool("state_get", {"scope": "runner", "key": "k"})
             # The bridge closes under a running proxy: the harness's next call fails instead of reaching the host.
             bridge.close()
-            with pytest.raises(MCPError):
+            with pytest.raises(MCPError, match=r'the bridge answered HTTP 401: \{"error":"invalid_token"'):
                 await client.call_tool("state_get", {"scope": "runner", "key": "k"})
     assert names == ["current_event", "state_get", "state_set"]
     assert result.structured_content is not None

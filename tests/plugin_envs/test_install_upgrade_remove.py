@@ -88,7 +88,7 @@ async def test_install_serve_upgrade_and_remove(workdir: Path) -> None:
             installed = service._installed
             assert installed is not None
             await installed.aclose()  # the old process was drained and closed
-            with pytest.raises(ProcessLookupError):
+            with pytest.raises(ProcessLookupError, match="No such process"):
                 os.kill(old_pid, 0)
 
             code, listing = await asyncio.to_thread(_cli, "plugins", "list", "--json", *common)

@@ -210,9 +210,12 @@ async def test_metadata_filters_are_equality_only(index: KnowledgeIndex, tmp_pat
     assert await _retrieve(knowledge, "the host logs", filters={"heading": "Configuration", "chunk": 1}) == [
         ("guide.md", hits_text(GUIDE))
     ]
-    with pytest.raises(InvalidArgumentError):
+    with pytest.raises(InvalidArgumentError, match=r"must be \[A-Za-z0-9_\.-\]\{1,64\}"):
         await _retrieve(knowledge, "host", filters={"$.x') OR 1=1 --": "a"})
-    with pytest.raises(InvalidArgumentError):
+    with pytest.raises(
+        InvalidArgumentError,
+        match=r"filter 'file_name' must be a string, number or boolean \(equality only\)",
+    ):
         await _retrieve(knowledge, "host", filters={"file_name": ["a", "b"]})
 
 
@@ -274,7 +277,7 @@ async def test_knowledge_bases_do_not_see_each_others_passages(index: KnowledgeI
     await knowledge.ingest_text("kb-other", "secret.md", "The launch code is banana.")
     await knowledge.ingest_text("kb-docs", "public.md", "Bananas are yellow fruit.")
     assert [doc for doc, _ in await _retrieve(knowledge, "banana launch code")] == []
-    with pytest.raises(NotFoundError):
+    with pytest.raises(NotFoundError, match="knowledge base 'kb-missing' is not configured on this host"):
         await knowledge.retrieve(
             _resource("kb-missing"),
             KnowledgeRetrieveParams(kb_id="kb-missing", query_text="x"),

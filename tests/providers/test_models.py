@@ -217,7 +217,7 @@ async def test_provider_errors_map_to_protocol_codes(
 ) -> None:
     """Upstream HTTP statuses become the §9 error classes, retryable where a retry can help."""
     server.error(status, "upstream said no", headers={"retry-after": "2"})
-    with pytest.raises(error) as caught:
+    with pytest.raises(error, match=f"provider answered {status}: upstream said no") as caught:
         await models.invoke(models.resources()[0], _params(), access=ACCESS)
     exc: Any = caught.value
     assert exc.retryable is retryable
@@ -231,7 +231,7 @@ async def test_errors_in_a_stream_map_to_protocol_codes(
     """A streamed call answered 429 raises rate_limited before any chunk."""
     server.error(429, "too many")
     seen: list[ModelStreamChunk] = []
-    with pytest.raises(RateLimitedError):
+    with pytest.raises(RateLimitedError, match="model 'gpt': provider answered 429: too many"):
         await _collect(models.stream(models.resources()[0], _params(), access=ACCESS), seen)
     assert seen == []
 
@@ -242,7 +242,9 @@ async def test_the_api_key_never_appears_in_errors_or_logs(
     """An upstream message echoing the key is scrubbed before it reaches the runner or the log."""
     caplog.set_level(logging.DEBUG)
     server.error(401, f"Incorrect API key provided: {KEY}")
-    with pytest.raises(ModelAuthFailedError) as caught:
+    with pytest.raises(
+        ModelAuthFailedError, match=r"model 'gpt': provider answered 401: Incorrect API key provided: \*\*\*"
+    ) as caught:
         await models.invoke(models.resources()[0], _params(), access=ACCESS)
     assert KEY not in caught.value.message and "***" in caught.value.message
     assert KEY not in caplog.text
@@ -253,7 +255,7 @@ async def test_a_slow_provider_times_out_as_a_retryable_runtime_error(server: Fa
     provider = OpenAICompatibleModels(_models(server, timeout_seconds=0.2), environ=ENV)
     server.reply("late", delay=3.0)
     try:
-        with pytest.raises(RuntimeAPIError) as caught:
+        with pytest.raises(RuntimeAPIError, match="model 'gpt' timed out") as caught:
             await provider.invoke(provider.resources()[0], _params(), access=ACCESS)
     finally:
         await provider.aclose()
@@ -266,7 +268,7 @@ async def test_a_stalled_stream_times_out_between_chunks(server: FakeOpenAIServe
     server.reply("one two three", chunk_delay=2.0)
     seen: list[ModelStreamChunk] = []
     try:
-        with pytest.raises(RuntimeAPIError) as caught:
+        with pytest.raises(RuntimeAPIError, match="model 'gpt' timed out") as caught:
             await _collect(provider.stream(provider.resources()[0], _params(), access=ACCESS), seen)
     finally:
         await provider.aclose()
@@ -280,7 +282,7 @@ async def test_an_unreachable_provider_is_a_retryable_runtime_error() -> None:
         [ModelConfig(id="gone", base_url="http://127.0.0.1:9/v1", model="m", timeout_seconds=2)]
     )
     try:
-        with pytest.raises(RuntimeAPIError) as caught:
+        with pytest.raises(RuntimeAPIError, match=r"model 'gone' is unreachable \(ConnectError\)") as caught:
             await provider.invoke(provider.resources()[0], _params(model_id="gone"), access=ACCESS)
     finally:
         await provider.aclose()
@@ -306,7 +308,7 @@ async def test_reserved_request_keys_cannot_be_overridden(
         await models.invoke(
             models.resources()[0], _params(extra_args={"model": "gpt-expensive"}), access=ACCESS
         )
-    with pytest.raises(ValidationError):
+    with pytest.raises(ValidationError, match="Value error, extra_args may not set stream"):
         ModelConfig(id="x", base_url=server.base_url, model="m", extra_args={"stream": True})
     assert server.requests == []
 
@@ -377,7 +379,7 @@ async def test_url_images_pass_through_and_artifact_images_become_data_urls_on_t
         other = ChatMessage(
             role="user", content=[ImageContent(artifact=ArtifactRef(artifact_id=foreign.artifact_id))]
         )
-        with pytest.raises(NotFoundError):
+        with pytest.raises(NotFoundError, match="artifact not found"):
             await provider.invoke(
                 provider.resources()[0], ModelInvokeParams(model_id="gpt", messages=[other]), access=ACCESS
             )
@@ -443,7 +445,9 @@ async def test_malformed_tool_call_arguments_are_a_retryable_runtime_error(
             ]
         }
     )
-    with pytest.raises(RuntimeAPIError) as caught:
+    with pytest.raises(
+        RuntimeAPIError, match="model 'gpt' returned tool-call arguments that are not a JSON object"
+    ) as caught:
         await models.invoke(models.resources()[0], _params(), access=ACCESS)
     assert caught.value.retryable
 
@@ -474,7 +478,7 @@ async def test_a_server_ignoring_stream_is_answered_as_one_chunk(
 
 async def test_model_configs_are_validated(server: FakeOpenAIServer) -> None:
     """Base URLs must be http(s) (a trailing slash is dropped) and model ids unique."""
-    with pytest.raises(ValidationError):
+    with pytest.raises(ValidationError, match=r"Value error, base_url must be an http\(s\) URL"):
         ModelConfig(id="x", base_url="file:///etc/passwd", model="m")
     assert ModelConfig(id="x", base_url=server.base_url + "/", model="m").base_url == server.base_url
     twice = [ModelConfig(id="x", base_url=server.base_url, model="m")] * 2

@@ -141,7 +141,7 @@ async def test_image_blocks_become_artifacts_never_base64(stdio_tools: HostTools
 async def test_an_unknown_tool_is_not_found(stdio_tools: HostTools) -> None:
     """A name the host does not know (even after listing its server again) is not_found."""
     ghost = ToolResource(tool_name="tiny__ghost")
-    with pytest.raises(NotFoundError):
+    with pytest.raises(NotFoundError, match="tool 'tiny__ghost' is not available on this host"):
         await stdio_tools.call(ghost, ToolCallParams(tool_name="tiny__ghost"), access=ACCESS)
 
 
@@ -150,7 +150,7 @@ async def test_a_dead_server_fails_the_call_retryably_and_the_next_call_restarts
     tools = HostTools(mcp_servers=[_stdio()], python_tools=[])
     try:
         await tools.refresh()
-        with pytest.raises(RuntimeAPIError) as caught:
+        with pytest.raises(RuntimeAPIError, match="MCP server 'tiny' disconnected") as caught:
             await _call(tools, "tiny__exit_now")
         assert caught.value.retryable
         result = await _call(tools, "tiny__add", a=2, b=3)
@@ -181,7 +181,7 @@ async def test_a_server_that_cannot_start_is_skipped_and_its_calls_fail_retryabl
     tools = HostTools(mcp_servers=[broken], python_tools=[])
     try:
         assert await tools.refresh() == []
-        with pytest.raises(NotFoundError):
+        with pytest.raises(NotFoundError, match="tool 'broken__x' is not available on this host"):
             await tools.call(
                 ToolResource(tool_name="broken__x"), ToolCallParams(tool_name="broken__x"), access=ACCESS
             )
@@ -223,11 +223,15 @@ async def test_secret_headers_come_from_the_environment(monkeypatch: pytest.Monk
 
 async def test_server_configs_are_validated() -> None:
     """A stdio server needs a command, an HTTP server an http(s) URL, and names cannot contain ``__``."""
-    with pytest.raises(ValidationError):
+    with pytest.raises(ValidationError, match="Value error, MCP server 'a': stdio needs a command"):
         MCPServerConfig(name="a", transport="stdio")
-    with pytest.raises(ValidationError):
+    with pytest.raises(
+        ValidationError, match=r"Value error, MCP server 'a': streamable_http needs an http\(s\) url"
+    ):
         MCPServerConfig(name="a", transport="streamable_http", url="file:///x")
-    with pytest.raises(ValidationError):
+    with pytest.raises(
+        ValidationError, match=r"String should match pattern '\^\[A-Za-z0-9-\]\+\(_\[A-Za-z0-9-\]\+\)\*\$'"
+    ):
         MCPServerConfig(name="a__b", transport="stdio", command="x")
 
 

@@ -178,7 +178,7 @@ async def test_cancelling_a_run_stops_its_back_calls_in_flight(conn: SubprocessR
     waiting = asyncio.create_task(anext(stream))
     await handler.received.wait()
     await conn.cancel("run-hang-call")
-    with pytest.raises(RunnerTransportError) as info:
+    with pytest.raises(RunnerTransportError, match="the run was cancelled by the host") as info:
         await waiting
     assert info.value.code == "cancelled"
     assert await _eventually(lambda: handler.cancelled == 1, within=_HANG_GUARD)
@@ -228,7 +228,7 @@ async def test_cancel_reaches_the_runner_and_ends_the_run(
     assert isinstance(first, dict)
     assert first["type"] == "message.delta"
     await conn.cancel("run-cancel")
-    with pytest.raises(RunnerTransportError) as info:
+    with pytest.raises(RunnerTransportError, match="the run was cancelled by the host") as info:
         await anext(stream)
     assert info.value.code == "cancelled"
     assert marker.read_text() == "cancelled"
@@ -283,7 +283,9 @@ async def test_a_hung_child_is_killed_with_its_whole_process_group(handler: Fake
         await conn.aclose()
     assert not pid_alive(child)
     assert await _wait_dead(grandchild, within=_HANG_GUARD)
-    with pytest.raises(RunnerTransportError) as info:
+    with pytest.raises(
+        RunnerTransportError, match="plugin tests/echo: the host closed the connection"
+    ) as info:
         await anext(stream)
     assert info.value.code in {"runtime.closed", "runtime.crashed"}
 
@@ -355,7 +357,7 @@ async def test_no_process_outlives_aclose(handler: FakeBackCallHandler) -> None:
     assert pid is not None
     await conn.aclose()
     assert not pid_alive(pid)
-    with pytest.raises(RunnerTransportError) as info:
+    with pytest.raises(RunnerTransportError, match="plugin tests/echo: the connection is closed") as info:
         await conn.list_runners()
     assert info.value.code == "runtime.closed"
 
@@ -492,7 +494,7 @@ async def test_a_result_over_the_frame_limit_fails_only_its_run(handler: FakeBac
     process keeps serving."""
     options = RuntimeOptions(max_frame_bytes=64 * 1024)
     async with SubprocessRunnerConnection(_echo_spec(), handler, options=options) as conn:
-        with pytest.raises(RunnerTransportError) as info:
+        with pytest.raises(RunnerTransportError, match="exceeds the host's 65536-byte frame limit") as info:
             await _collect(conn, "bigger", "run-big-result", size=100_000)
         assert info.value.code == "runtime.payload_too_large"
         pid = conn.pid

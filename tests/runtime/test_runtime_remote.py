@@ -32,8 +32,11 @@ def runners(monkeypatch: pytest.MonkeyPatch) -> list[AgentRunner]:
 
 @pytest.fixture
 async def server(handler: FakeBackCallHandler) -> AsyncIterator[RemoteRuntimeServer]:
+    # A call waits for its runtime to connect and returns as soon as it has: the bound only decides when a
+    # runtime that never comes is given up on. 5 s failed under load, where starting `agentrunner-plugin
+    # --connect` (a fresh interpreter importing the SDK) took longer.
     async with RemoteRuntimeServer(
-        handler, tokens={"tests/echo": TOKEN, "tests/other": OTHER_TOKEN}, connect_timeout=5.0
+        handler, tokens={"tests/echo": TOKEN, "tests/other": OTHER_TOKEN}, connect_timeout=60.0
     ) as srv:
         yield srv
 
@@ -97,7 +100,7 @@ async def test_a_runtime_without_a_valid_token_is_refused(
     server: RemoteRuntimeServer, runners: list[AgentRunner]
 ) -> None:
     """A wrong token gets HTTP 401 before any frame; the plugin stays unavailable."""
-    with pytest.raises(InvalidStatus) as info:
+    with pytest.raises(InvalidStatus, match="server rejected WebSocket connection: HTTP 401") as info:
         await serve_websocket(runners, server.url, token="not-the-right-token")
     assert info.value.response.status_code == 401
     conn = server.connection("tests/echo")
@@ -116,7 +119,9 @@ async def test_a_runtime_that_disconnects_mid_run_ends_its_runs_as_crashed(
     stream = conn.run(make_request("sleeper", run_id="ws-sleep"))
     await anext(stream)
     await _stop(runtime)
-    with pytest.raises(RunnerTransportError) as info:
+    with pytest.raises(
+        RunnerTransportError, match="plugin tests/echo: the runtime closed its stream"
+    ) as info:
         await anext(stream)
     assert info.value.code == "runtime.crashed"
 

@@ -353,7 +353,7 @@ async def test_host_errors_surface_as_typed_exceptions(
     """A wire error of each §9 code becomes its own exception class, keeping message and details."""
     transport.errors["history.page"] = AgentAPIError(code=code, message=f"no: {code}", details={"why": code})
     transport.errors["models.stream"] = AgentAPIError(code=code, message=f"no: {code}")
-    with pytest.raises(exc_type) as info:
+    with pytest.raises(exc_type, match=f"^no: {code}$") as info:
         await api.history.page()
     assert type(info.value) is exc_type
     assert info.value.code == code
@@ -361,7 +361,7 @@ async def test_host_errors_surface_as_typed_exceptions(
     assert info.value.details == {"why": code}
     assert info.value.retryable is False  # the wire said so, whatever the class default
     assert exc_type.default_retryable is retryable
-    with pytest.raises(exc_type):
+    with pytest.raises(exc_type, match=f"^no: {code}$"):
         async for _ in api.models.stream("m", [{"role": "user", "content": "x"}]):
             pass
 
@@ -371,7 +371,7 @@ async def test_an_unknown_error_code_becomes_a_runtime_error_keeping_the_code(
 ) -> None:
     """Codes this SDK does not know are still typed, as ``RuntimeAPIError`` with the code in ``details``."""
     transport.errors["events.get"] = AgentAPIError(code="quota_exhausted", message="later", retryable=True)
-    with pytest.raises(RuntimeAPIError) as info:
+    with pytest.raises(RuntimeAPIError, match="later") as info:
         await api.events.get("e")
     assert info.value.details["code"] == "quota_exhausted"
     assert info.value.retryable is True

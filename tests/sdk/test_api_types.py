@@ -60,7 +60,7 @@ def test_invalid_action_params_fail_naming_the_field(action: str, field: str, va
         field = "scope"
     else:
         raw[field] = value
-    with pytest.raises(ValidationError) as info:
+    with pytest.raises(ValidationError) as info:  # noqa: PT011 - the error's location is checked below
         ACTIONS[action].params.model_validate(raw)
     assert info.value.errors()[0]["loc"][0] == field
 

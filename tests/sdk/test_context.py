@@ -64,7 +64,7 @@ def test_a_context_without_a_required_part_fails_naming_it(field: str) -> None:
     """Missing required parts are rejected with an error that names the missing field."""
     raw = payloads.context()
     del raw[field]
-    with pytest.raises(ValidationError) as info:
+    with pytest.raises(ValidationError, match="Field required") as info:
         AgentRunContext.model_validate(raw)
     assert any(error["loc"] == (field,) and error["type"] == "missing" for error in info.value.errors())
     assert field in str(info.value)
@@ -81,7 +81,10 @@ def test_an_image_given_as_a_data_url_is_rejected() -> None:
     """Binary data never travels inline: a ``data:`` URL fails validation, naming the ``url`` field."""
     raw = payloads.context()
     raw["input"]["contents"] = [{"type": "image", "url": "data:image/png;base64,iVBORw0KGgo="}]
-    with pytest.raises(ValidationError) as info:
+    with pytest.raises(
+        ValidationError,
+        match=r"Value error, only http\(s\) URLs are allowed; binary data travels as an artifact ref",
+    ) as info:
         AgentRunContext.model_validate(raw)
     assert "input.contents.0.image.url" in str(info.value)
     assert "http(s)" in str(info.value)

@@ -46,7 +46,10 @@ def test_a_minimal_manifest_gets_the_spec_defaults() -> None:
 
 def test_a_manifest_with_a_malformed_id_fails_naming_the_id() -> None:
     """The id is validated as a runner id and the error says what is wrong."""
-    with pytest.raises(ValidationError) as info:
+    with pytest.raises(
+        ValidationError,
+        match="Value error, invalid runner id 'acme/helper/default': missing the 'plugin:' prefix",
+    ) as info:
         AgentRunnerManifest.model_validate(payloads.manifest(id="acme/helper/default"))
     assert info.value.errors()[0]["loc"] == ("id",)
     assert "plugin:" in str(info.value)
@@ -63,7 +66,7 @@ def test_a_manifest_with_a_malformed_id_fails_naming_the_id() -> None:
 )
 def test_permissions_and_capabilities_are_closed_vocabularies(section: str, value: object) -> None:
     """Unknown permission operations and non-boolean capabilities are rejected, naming the section."""
-    with pytest.raises(ValidationError) as info:
+    with pytest.raises(ValidationError) as info:  # noqa: PT011 - the error's location is checked below
         AgentRunnerManifest.model_validate(payloads.manifest(**{section: value}))
     assert info.value.errors()[0]["loc"][0] == section
 

@@ -110,7 +110,7 @@ def test_an_intermediate_abstract_base_needs_no_manifest_but_its_subclasses_do()
             yield self.emitter(ctx).complete(self.greeting)
 
     assert Concrete.manifest.name == "default"
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="abstract"):
         Base()  # pyright: ignore[reportAbstractUsage]
     with pytest.raises(RunnerDefinitionError, match="NoManifest"):
 

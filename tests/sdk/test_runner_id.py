@@ -45,7 +45,7 @@ def test_parts_may_use_letters_digits_dots_underscores_and_dashes() -> None:
 )
 def test_an_invalid_runner_id_is_rejected_with_the_reason(value: str, reason: str) -> None:
     """Each malformed id fails with an ``InvalidRunnerIdError`` (a ``ValueError``) that says why."""
-    with pytest.raises(InvalidRunnerIdError) as info:
+    with pytest.raises(InvalidRunnerIdError, match="invalid runner id") as info:
         RunnerId.parse(value)
     assert reason in str(info.value)
     assert info.value.runner_id == value
@@ -71,6 +71,6 @@ def test_constructing_from_parts_validates_them_too() -> None:
 def test_a_runner_id_is_immutable_and_hashable() -> None:
     """Ids are frozen values usable as dict keys."""
     rid = RunnerId.parse("plugin:acme/helper/default")
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    with pytest.raises(dataclasses.FrozenInstanceError, match="cannot assign to field 'runner'"):
         rid.runner = "other"  # pyright: ignore[reportAttributeAccessIssue]
     assert {rid: 1}[RunnerId("acme", "helper", "default")] == 1

@@ -81,7 +81,7 @@ async def test_state_compare_and_set_matches_the_host() -> None:
     api = await _api(FakeHost())
     created = await api.state.set("conversation", "k", {"n": 1}, expected_version=0)
     assert (created.exists, created.version) == (True, 1)
-    with pytest.raises(InvalidArgumentError) as lost:
+    with pytest.raises(InvalidArgumentError, match="state key 'k' is at version 1, not 0") as lost:
         await api.state.set("conversation", "k", {"n": 2}, expected_version=0)
     assert lost.value.details == {"reason": "version_conflict", "expected_version": 0, "current_version": 1}
     updated = await api.state.set("conversation", "k", {"n": 2}, expected_version=1)
@@ -89,7 +89,7 @@ async def test_state_compare_and_set_matches_the_host() -> None:
     await api.state.delete("conversation", "k")
     gone = await api.state.get("conversation", "k")
     assert (gone.exists, gone.value, gone.version) == (False, None, 0)
-    with pytest.raises(PayloadTooLargeError):
+    with pytest.raises(PayloadTooLargeError, match="state values are limited to 262144 bytes"):
         await api.state.set("conversation", "big", "x" * 300_000)
 
 
@@ -102,9 +102,11 @@ async def test_grants_are_per_scope_and_area() -> None:
     await api.storage.set("plugin", "blob", b"\x00\x01")
     assert (await api.storage.get("plugin", "blob")).value_bytes() == b"\x00\x01"
     assert [e.key for e in (await api.storage.list("plugin")).items] == ["blob"]
-    with pytest.raises(UnauthorizedError):
+    with pytest.raises(UnauthorizedError, match="storage area 'binding' is not granted to this run"):
         await api.storage.get("binding", "blob")
-    with pytest.raises(UnauthorizedError):
+    with pytest.raises(
+        UnauthorizedError, match=r"models\.invoke is not granted to this run \(no handler in the FakeHost\)"
+    ):
         await api.models.invoke("m", [{"role": "user", "content": "hi"}])
 
 
@@ -131,7 +133,7 @@ async def test_injected_errors_and_handlers() -> None:
         lambda request: {"model_id": "m", "message": {"role": "assistant", "content": "hi there"}},
     )
     api = host.api(make_context())
-    with pytest.raises(RateLimitedError):
+    with pytest.raises(RateLimitedError, match="slow down"):
         await api.state.get("conversation", "k")
     assert not (await api.state.get("conversation", "k")).exists
     answer = await api.models.invoke("m", [{"role": "user", "content": "hi"}])

@@ -138,7 +138,7 @@ async def test_sql_parameters_never_reach_the_logs(tmp_path: Path, caplog: pytes
         with caplog.at_level(logging.DEBUG):
             async with engine.connect() as conn:
                 await conn.execute(text("select :value"), {"value": SENTINEL})
-                with pytest.raises(SQLAlchemyError) as caught:
+                with pytest.raises(SQLAlchemyError, match="no such table: missing") as caught:
                     await conn.execute(text("select * from missing where x = :value"), {"value": SENTINEL})
     finally:
         statements.setLevel(previous)

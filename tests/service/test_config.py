@@ -23,7 +23,7 @@ def test_an_unknown_key_is_reported_with_the_file_and_its_key_path(
 ) -> None:
     """A typo inside a list of tables names the file, ``models[0].base_ur`` and the problem."""
     toml = '[[models]]\nid = "m"\nbase_ur = "https://x"\nmodel = "m"\n'
-    with pytest.raises(ConfigFileError) as caught:
+    with pytest.raises(ConfigFileError, match=r"models\[0\]\.base_ur: unknown key") as caught:
         make_settings(toml)
     message = caught.value.message
     assert str(tmp_path / "agentrunner.toml") in message
@@ -72,7 +72,7 @@ def test_a_missing_configuration_file_is_an_error(tmp_path: Path) -> None:
 )
 def test_literal_secrets_in_the_file_are_refused(make_settings: SettingsFactory, toml: str, key: str) -> None:
     """Secret-looking keys, token-shaped values and URLs with passwords are refused, with their key path."""
-    with pytest.raises(ConfigFileError) as caught:
+    with pytest.raises(ConfigFileError, match="environment variable") as caught:
         make_settings(toml)
     assert f"{key}:" in caught.value.message
     assert "environment variable" in caught.value.message

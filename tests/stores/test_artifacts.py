@@ -51,11 +51,11 @@ async def test_put_accepts_an_async_stream(stores: HostStores) -> None:
 
 async def test_max_size_is_enforced_and_leaves_nothing_behind(stores: HostStores) -> None:
     """Going over ``max_size`` (bytes or stream) raises and leaves no file and no row."""
-    with pytest.raises(ValueTooLargeError):
+    with pytest.raises(ValueTooLargeError, match="artifact is 11 bytes; the limit is 10 bytes"):
         await stores.artifacts.put(
             b"x" * 11, mime_type=None, name=None, source="runner", owner=OWNER, max_size=10
         )
-    with pytest.raises(ValueTooLargeError):
+    with pytest.raises(ValueTooLargeError, match="artifact is 12 bytes; the limit is 10 bytes"):
         await stores.artifacts.put(
             _chunks(b"x" * 6, b"y" * 6), mime_type=None, name=None, source="runner", owner=OWNER, max_size=10
         )
@@ -97,9 +97,9 @@ async def test_expired_artifacts_are_not_found_and_are_swept(stores: HostStores)
     )
     forever = await stores.artifacts.put(b"keep", mime_type=None, name=None, source="host", owner=OWNER)
     assert await stores.artifacts.get(expired.artifact_id) is None
-    with pytest.raises(ArtifactUnavailableError):
+    with pytest.raises(ArtifactUnavailableError, match="has expired"):
         await stores.artifacts.read_range(expired, 0, 3)
-    with pytest.raises(ArtifactUnavailableError):
+    with pytest.raises(ArtifactUnavailableError, match="has expired"):
         _ = [c async for c in stores.artifacts.stream(expired)]
     assert await stores.artifacts.get(fresh.artifact_id, now=now + 3_600_000) is None
     assert len(_files(stores.artifacts.root)) == 3
@@ -132,9 +132,9 @@ async def test_missing_bytes_are_reported_as_unavailable(stores: HostStores) -> 
     """If the file vanished, reads raise ``ArtifactUnavailableError`` instead of an OS error."""
     record = await stores.artifacts.put(b"abc", mime_type=None, name=None, source="tool", owner=OWNER)
     (stores.artifacts.root / record.storage_name).unlink()
-    with pytest.raises(ArtifactUnavailableError):
+    with pytest.raises(ArtifactUnavailableError, match="artifact bytes are missing"):
         await stores.artifacts.read_range(record, 0, 3)
-    with pytest.raises(ArtifactUnavailableError):
+    with pytest.raises(ArtifactUnavailableError, match="has no bytes"):
         _ = [c async for c in stores.artifacts.stream(record)]
 
 

@@ -111,7 +111,7 @@ async def test_history_limit_defaults_to_50_and_is_capped_at_100(stores: HostSto
 async def test_history_of_another_conversation_is_unauthorized(stores: HostStores, pull: PullAPI) -> None:
     """Naming a conversation the run was not granted is ``unauthorized``; a granted one is readable."""
     await _fill(stores, ConversationKey("secret"), 2, prefix="s")
-    with pytest.raises(UnauthorizedError):
+    with pytest.raises(UnauthorizedError, match="this run may not read that conversation"):
         await pull.history_page(RUN, HistoryPageParams(conversation_id="secret"))
     granted = access(C1, readable=frozenset({"secret"}))
     page = await pull.history_page(granted, HistoryPageParams(conversation_id="secret"))
@@ -127,9 +127,9 @@ async def test_history_is_scoped_to_the_runs_thread(stores: HostStores, pull: Pu
     page = await pull.history_page(in_thread, HistoryPageParams())
     assert [i.content for i in page.items] == ["thread1", "thread2"]
     assert all(i.thread_id == "t1" for i in page.items)
-    with pytest.raises(UnauthorizedError):
+    with pytest.raises(UnauthorizedError, match="this run may only read its own thread of the conversation"):
         await pull.history_page(in_thread, HistoryPageParams(thread_id="t2"))
-    with pytest.raises(UnauthorizedError):
+    with pytest.raises(UnauthorizedError, match="this run may only read its own thread of the conversation"):
         await pull.history_page(RUN, HistoryPageParams(thread_id="t1"))
 
 
@@ -174,9 +174,14 @@ async def test_cursors_cannot_be_moved_or_forged(stores: HostStores, pull: PullA
         "%%%.!!!",
     ]
     for cursor in bad:
-        with pytest.raises(InvalidArgumentError):
+        with pytest.raises(
+            InvalidArgumentError,
+            match="invalid cursor: it was not issued for this API, conversation or scope",
+        ):
             await pull.history_page(RUN, HistoryPageParams(before_cursor=cursor))
-    with pytest.raises(InvalidArgumentError):
+    with pytest.raises(
+        InvalidArgumentError, match="invalid cursor: it was not issued for this API, conversation or scope"
+    ):
         await pull.events_page(RUN, EventPageParams(before_cursor=history_cursor))
     assert (
         PullAPI(stores, cursor_key=CURSOR_KEY).cursors.decode(history_cursor, "history", ("c1", "")) == 2 * 3
@@ -186,9 +191,11 @@ async def test_cursors_cannot_be_moved_or_forged(stores: HostStores, pull: PullA
 async def test_a_run_without_a_conversation_must_name_a_granted_one(pull: PullAPI) -> None:
     """Without a conversation, history needs a granted ``conversation_id``."""
     lonely = access(None)
-    with pytest.raises(InvalidArgumentError):
+    with pytest.raises(
+        InvalidArgumentError, match="this run has no conversation; name a granted conversation_id"
+    ):
         await pull.history_page(lonely, HistoryPageParams())
-    with pytest.raises(UnauthorizedError):
+    with pytest.raises(UnauthorizedError, match="this run may not read that conversation"):
         await pull.history_page(lonely, HistoryPageParams(conversation_id="c1"))
 
 
@@ -200,13 +207,13 @@ async def test_search_is_scoped_capped_and_validated(stores: HostStores, pull: P
     assert len(page.items) == 50
     assert all(i.conversation_id == "c1" for i in page.items)
     assert page.items[0].cursor
-    with pytest.raises(UnauthorizedError):
+    with pytest.raises(UnauthorizedError, match="this run may not read that conversation"):
         await pull.history_search(
             RUN, HistorySearchParams(query="needle", filters={"conversation_id": "secret"})
         )
-    with pytest.raises(InvalidArgumentError):
+    with pytest.raises(InvalidArgumentError, match=r"filters\.roles must be a list of strings"):
         await pull.history_search(RUN, HistorySearchParams(query="needle", filters={"roles": "user"}))
-    with pytest.raises(InvalidArgumentError):
+    with pytest.raises(InvalidArgumentError, match="unknown search filters: sql"):
         await pull.history_search(RUN, HistorySearchParams(query="needle", filters={"sql": "1=1"}))
     hostile = await pull.history_search(RUN, HistorySearchParams(query='%" OR 1=1 --'))
     assert hostile.items == []
@@ -236,7 +243,7 @@ async def test_events_get_is_scoped_to_the_conversation(stores: HostStores, pull
     record = await pull.events_get(RUN, EventGetParams(event_id=own.event_id))
     assert record.event_id == own.event_id and record.cursor
     for event_id in (other.event_id, host.event.event_id, "missing"):
-        with pytest.raises(NotFoundError):
+        with pytest.raises(NotFoundError, match="event not found"):
             await pull.events_get(RUN, EventGetParams(event_id=event_id))
     granted = access(C1, readable=frozenset({"secret"}))
     assert (
@@ -267,11 +274,11 @@ async def test_artifacts_are_readable_only_by_conversation_run_or_grant(
     for record in (by_conversation, by_run):
         meta = await pull.artifacts_metadata(RUN, ArtifactIdParams(artifact_id=record.artifact_id))
         assert meta.artifact_id == record.artifact_id
-    with pytest.raises(NotFoundError):
+    with pytest.raises(NotFoundError, match="artifact not found"):
         await pull.artifacts_metadata(RUN, ArtifactIdParams(artifact_id=foreign.artifact_id))
-    with pytest.raises(NotFoundError):
+    with pytest.raises(NotFoundError, match="artifact not found"):
         await pull.artifacts_read_range(RUN, ArtifactReadParams(artifact_id=foreign.artifact_id))
-    with pytest.raises(NotFoundError):
+    with pytest.raises(NotFoundError, match="artifact not found"):
         _ = [
             c
             async for c in pull.artifacts_open_stream(RUN, ArtifactIdParams(artifact_id=foreign.artifact_id))
@@ -291,7 +298,7 @@ async def test_expired_artifacts_are_not_found_through_the_api(stores: HostStore
         owner=ArtifactOwner(conversation_id="c1"),
         expires_at=now_ms() - 1,
     )
-    with pytest.raises(NotFoundError):
+    with pytest.raises(NotFoundError, match="artifact not found"):
         await pull.artifacts_metadata(RUN, ArtifactIdParams(artifact_id=record.artifact_id))
 
 
@@ -314,7 +321,7 @@ async def test_read_range_is_capped_at_one_mib(stores: HostStores, pull: PullAPI
         RUN, ArtifactReadParams(artifact_id=record.artifact_id, offset=len(data) - 5, length=100)
     )
     assert (tail.length, tail.has_more) == (5, False)
-    with pytest.raises(InvalidArgumentError):
+    with pytest.raises(InvalidArgumentError, match=r"offset 5243137 is past the end \(5243136 bytes\)"):
         await pull.artifacts_read_range(
             RUN, ArtifactReadParams(artifact_id=record.artifact_id, offset=len(data) + 1)
         )
@@ -359,29 +366,31 @@ async def test_state_round_trip_through_the_api(pull: PullAPI) -> None:
 
 async def test_state_of_an_ungranted_scope_is_unauthorized(pull: PullAPI) -> None:
     """Every state action on a scope the run was not granted is ``unauthorized``."""
-    with pytest.raises(UnauthorizedError):
+    with pytest.raises(UnauthorizedError, match="state scope 'workspace' is not granted to this run"):
         await pull.state_get(STATEFUL, StateGetParams(scope="workspace", key="k"))
-    with pytest.raises(UnauthorizedError):
+    with pytest.raises(UnauthorizedError, match="state scope 'actor' is not granted to this run"):
         await pull.state_set(STATEFUL, StateSetParams(scope="actor", key="k", value=1))
-    with pytest.raises(UnauthorizedError):
+    with pytest.raises(UnauthorizedError, match="state scope 'runner' is not granted to this run"):
         await pull.state_list(STATEFUL, StateListParams(scope="runner"))
-    with pytest.raises(UnauthorizedError):
+    with pytest.raises(UnauthorizedError, match="state scope 'binding' is not granted to this run"):
         await pull.state_delete(STATEFUL, StateDeleteParams(scope="binding", key="k"))
 
 
 async def test_state_errors_map_to_protocol_codes(pull: PullAPI) -> None:
     """Too large is ``payload_too_large``; a version conflict and NaN are ``invalid_argument``."""
-    with pytest.raises(PayloadTooLargeError):
+    with pytest.raises(PayloadTooLargeError, match="state value is 300002 bytes; the limit is 262144 bytes"):
         await pull.state_set(STATEFUL, StateSetParams(scope="conversation", key="k", value="x" * 300_000))
     await pull.state_set(STATEFUL, StateSetParams(scope="conversation", key="k", value=1))
-    with pytest.raises(InvalidArgumentError) as conflict:
+    with pytest.raises(InvalidArgumentError, match="state key 'k' is at version 1, not 0") as conflict:
         await pull.state_set(
             STATEFUL, StateSetParams(scope="conversation", key="k", value=2, expected_version=0)
         )
     assert conflict.value.details["current_version"] == 1
     # The SDK's models refuse NaN themselves; a host must still refuse one that bypassed validation.
     nan = StateSetParams.model_construct(scope="conversation", key="n", value=float("nan"))
-    with pytest.raises(InvalidArgumentError):
+    with pytest.raises(
+        InvalidArgumentError, match="state value contains NaN or Infinity, which JSON cannot hold"
+    ):
         await pull.state_set(STATEFUL, nan)
 
 
@@ -395,7 +404,9 @@ async def test_state_list_cursor_is_bound_to_scope_and_prefix(stores: HostStores
         STATEFUL, StateListParams(scope="conversation", prefix="p/", limit=3, cursor=first.next_cursor)
     )
     assert [e.key for e in rest.items] == ["p/3", "p/4"] and rest.next_cursor is None
-    with pytest.raises(InvalidArgumentError):
+    with pytest.raises(
+        InvalidArgumentError, match="invalid cursor: it was not issued for this API, conversation or scope"
+    ):
         await pull.state_list(
             STATEFUL, StateListParams(scope="conversation", prefix="q/", cursor=first.next_cursor)
         )
@@ -412,12 +423,14 @@ async def test_storage_round_trip_and_scoping(pull: PullAPI) -> None:
     assert [e.key for e in listed.items] == ["k"]
     await pull.storage_delete(STATEFUL, StorageDeleteParams(area="plugin", key="k"))
     assert not (await pull.storage_get(STATEFUL, StorageGetParams(area="plugin", key="k"))).exists
-    with pytest.raises(UnauthorizedError):
+    with pytest.raises(UnauthorizedError, match="storage area 'workspace' is not granted to this run"):
         await pull.storage_get(STATEFUL, StorageGetParams(area="workspace", key="k"))
-    with pytest.raises(InvalidArgumentError):
+    with pytest.raises(InvalidArgumentError, match="value_base64 is not valid base64"):
         await pull.storage_set(STATEFUL, StorageSetParams(area="plugin", key="k", value_base64="not base64!"))
     big = base64.b64encode(b"x" * (1024 * 1024 + 1)).decode()
-    with pytest.raises(PayloadTooLargeError):
+    with pytest.raises(
+        PayloadTooLargeError, match="storage value is 1048577 bytes; the limit is 1048576 bytes"
+    ):
         await pull.storage_set(STATEFUL, StorageSetParams(area="plugin", key="k", value_base64=big))
 
 
@@ -440,11 +453,20 @@ def test_cursor_codec_round_trips_positions_and_checks_its_binding() -> None:
     for position in (0, 7, -1, 2**54, "", "key/ü/%_", "k" * 200):
         token = codec.encode("state.list", ("owner", "prefix"), position)
         assert codec.decode(token, "state.list", ("owner", "prefix")) == position
-        with pytest.raises(InvalidArgumentError):
+        with pytest.raises(
+            InvalidArgumentError,
+            match="invalid cursor: it was not issued for this API, conversation or scope",
+        ):
             codec.decode(token, "state.list", ("owner", "other"))
-        with pytest.raises(InvalidArgumentError):
+        with pytest.raises(
+            InvalidArgumentError,
+            match="invalid cursor: it was not issued for this API, conversation or scope",
+        ):
             codec.decode(token, "storage.list", ("owner", "prefix"))
-        with pytest.raises(InvalidArgumentError):
+        with pytest.raises(
+            InvalidArgumentError,
+            match="invalid cursor: it was not issued for this API, conversation or scope",
+        ):
             CursorCodec(b"x" * 100).decode(token, "state.list", ("owner", "prefix"))
     with pytest.raises(ValueError, match="16 bytes"):
         CursorCodec(b"short")

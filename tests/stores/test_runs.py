@@ -60,7 +60,7 @@ async def test_a_failing_start_writes_nothing(stores: HostStores) -> None:
     """When part of ``start`` fails (a duplicate run id), none of its rows are written."""
     await stores.runs.start(run_start("r1", C1))
     second_user = item(C1, "never stored")
-    with pytest.raises(RunExistsError):
+    with pytest.raises(RunExistsError, match="run r1 is already stored"):
         await stores.runs.start(
             run_start(
                 "r1",
@@ -134,7 +134,7 @@ async def test_finishing_twice_is_refused_and_changes_nothing(stores: HostStores
     await stores.runs.finish(
         RunFinish(run_id="r1", status="completed", ended_at=1, results=_results("r1", 2))
     )
-    with pytest.raises(RunStateError):
+    with pytest.raises(RunStateError, match="run r1 is unknown or not running"):
         await stores.runs.finish(
             RunFinish(
                 run_id="r1",
@@ -148,7 +148,7 @@ async def test_finishing_twice_is_refused_and_changes_nothing(stores: HostStores
     assert run is not None and run.status == "completed"
     items, _ = await stores.transcript.page(conversation=C1, limit=10)
     assert items == []
-    with pytest.raises(RunStateError):
+    with pytest.raises(RunStateError, match="run unknown is unknown or not running"):
         await stores.runs.finish(RunFinish(run_id="unknown", status="completed", ended_at=1))
 
 
@@ -331,7 +331,7 @@ async def test_statement_listeners_see_every_write_and_payload_bytes_are_stored_
     assert stored == encoded.decode()
     replay = await stores.runs.results_after("b1", after_host_seq=0, limit=10)
     assert replay[0].payload == {"run_id": "b1", "type": "message.delta", "data": {"chunk": "été"}}
-    with pytest.raises(RunExistsError):
+    with pytest.raises(RunExistsError, match="run b1 is already stored"):
         await stores.runs.start(run_start("b1", C1))
 
 

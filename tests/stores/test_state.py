@@ -41,15 +41,15 @@ async def test_compare_and_set_writes_only_at_the_expected_version(stores: HostS
     """``expected_version`` 0 creates only, n updates only at n; a mismatch raises with the current version."""
     created = await stores.state.set(OWNER, "k", "a", expected_version=0, runner_id=None)
     assert created.version == 1
-    with pytest.raises(StateVersionConflict) as conflict:
+    with pytest.raises(StateVersionConflict, match="state key 'k' is at version 1, not 0") as conflict:
         await stores.state.set(OWNER, "k", "b", expected_version=0, runner_id=None)
     assert (conflict.value.expected, conflict.value.current) == (0, 1)
     updated = await stores.state.set(OWNER, "k", "b", expected_version=1, runner_id=None)
     assert updated.version == 2
-    with pytest.raises(StateVersionConflict) as stale:
+    with pytest.raises(StateVersionConflict, match="state key 'k' is at version 2, not 1") as stale:
         await stores.state.set(OWNER, "k", "c", expected_version=1, runner_id=None)
     assert stale.value.current == 2
-    with pytest.raises(StateVersionConflict):
+    with pytest.raises(StateVersionConflict, match="state key 'absent' is at version 0, not 3"):
         await stores.state.set(OWNER, "absent", "x", expected_version=3, runner_id=None)
     fetched = await stores.state.get(OWNER, "k")
     assert fetched is not None and fetched.value == "b"
@@ -70,7 +70,9 @@ async def test_values_over_256_kib_are_refused(stores: HostStores) -> None:
     """A value whose JSON encoding exceeds 256 KiB raises; one exactly at the limit is stored."""
     at_limit = "x" * (MAX_STATE_VALUE_BYTES - 2)
     await stores.state.set(OWNER, "big", at_limit, runner_id=None)
-    with pytest.raises(ValueTooLargeError) as too_big:
+    with pytest.raises(
+        ValueTooLargeError, match="state value is 262145 bytes; the limit is 262144 bytes"
+    ) as too_big:
         await stores.state.set(OWNER, "bigger", at_limit + "x", runner_id=None)
     assert too_big.value.limit == MAX_STATE_VALUE_BYTES
     assert await stores.state.get(OWNER, "bigger") is None
@@ -81,14 +83,14 @@ async def test_values_over_256_kib_are_refused(stores: HostStores) -> None:
 )
 async def test_values_json_cannot_hold_are_refused(stores: HostStores, value: object) -> None:
     """NaN, Infinity, non-string keys and non-JSON types are refused instead of silently altered."""
-    with pytest.raises(InvalidValueError):
+    with pytest.raises(InvalidValueError, match=r"^state value (contains|has an object key)"):
         await stores.state.set(OWNER, "k", value, runner_id=None)
 
 
 async def test_bad_keys_are_refused(stores: HostStores) -> None:
     """Empty keys and keys longer than 200 characters are refused."""
     for key in ("", "k" * 201):
-        with pytest.raises(InvalidValueError):
+        with pytest.raises(InvalidValueError, match="state keys are 1 to 200 characters"):
             await stores.state.set(OWNER, key, 1, runner_id=None)
 
 

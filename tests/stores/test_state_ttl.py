@@ -72,7 +72,7 @@ async def test_an_expired_key_counts_as_unset_for_compare_and_set(stores: HostSt
     await stores.state.set(CONVERSATION, "k", 1, runner_id=None)
     await stores.state.set(CONVERSATION, "k", 2, runner_id=None)
     await _age(stores, 120_000)
-    with pytest.raises(StateVersionConflict):
+    with pytest.raises(StateVersionConflict, match="state key 'k' is at version 0, not 2"):
         await stores.state.set(CONVERSATION, "k", 3, expected_version=2, runner_id=None)
     fresh = await stores.state.set(CONVERSATION, "k", 4, expected_version=0, runner_id=None)
     assert (fresh.version, fresh.value) == (1, 4)

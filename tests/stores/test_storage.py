@@ -41,7 +41,9 @@ async def test_areas_and_owners_are_separate(stores: HostStores) -> None:
 async def test_values_over_the_cap_are_refused(stores: HostStores) -> None:
     """The default cap is 1 MiB: exactly 1 MiB is stored, one byte more raises."""
     await stores.storage.set(PLUGIN, "max", b"x" * DEFAULT_STORAGE_MAX_BYTES)
-    with pytest.raises(ValueTooLargeError):
+    with pytest.raises(
+        ValueTooLargeError, match="storage value is 1048577 bytes; the limit is 1048576 bytes"
+    ):
         await stores.storage.set(PLUGIN, "over", b"x" * (DEFAULT_STORAGE_MAX_BYTES + 1))
     assert await stores.storage.get(PLUGIN, "over") is None
 
@@ -51,7 +53,7 @@ async def test_the_cap_is_configurable(engine: AsyncEngine, tmp_path: Path) -> N
     small = await HostStores.open(engine, data_dir=tmp_path, storage_max_value_bytes=10)
     try:
         await small.storage.set(PLUGIN, "ok", b"0123456789")
-        with pytest.raises(ValueTooLargeError):
+        with pytest.raises(ValueTooLargeError, match="storage value is 11 bytes; the limit is 10 bytes"):
             await small.storage.set(PLUGIN, "no", b"0123456789a")
     finally:
         await small.aclose()
@@ -59,9 +61,9 @@ async def test_the_cap_is_configurable(engine: AsyncEngine, tmp_path: Path) -> N
 
 async def test_unknown_areas_and_bad_keys_are_refused(stores: HostStores) -> None:
     """Only plugin/workspace/binding areas and 1..200 character keys are accepted."""
-    with pytest.raises(InvalidValueError):
+    with pytest.raises(InvalidValueError, match="unknown storage area 'global'"):
         await stores.storage.set(StorageOwner("global", "x"), "k", b"")
-    with pytest.raises(InvalidValueError):
+    with pytest.raises(InvalidValueError, match="storage keys are 1 to 200 characters"):
         await stores.storage.set(PLUGIN, "k" * 201, b"")
 
 

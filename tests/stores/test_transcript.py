@@ -214,6 +214,6 @@ async def test_concurrent_readers_and_a_writer_all_succeed(stores: HostStores) -
 )
 async def test_inline_binary_content_is_refused(stores: HostStores, element: dict[str, str]) -> None:
     """Content elements carrying base64 or a data: URL are refused; nothing is stored."""
-    with pytest.raises(InvalidValueError):
+    with pytest.raises(InvalidValueError, match="; store an artifact"):
         await stores.transcript.append_many([item(C1, "x", contents=[element])])
     assert await stores.transcript.latest_seq(conversation=C1) is None

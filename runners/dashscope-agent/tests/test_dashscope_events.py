@@ -110,7 +110,7 @@ def test_a_workflow_without_message_nodes_falls_back_to_the_text_field() -> None
 
 def test_an_error_body_raises_with_code_and_request_id() -> None:
     reply = DashScopeReply("agent")
-    with pytest.raises(PlatformError) as caught:
+    with pytest.raises(PlatformError, match="DashScope reported InternalError: boom") as caught:
         reply.feed({"code": "InternalError", "message": "boom", "request_id": "r-9"})
     assert caught.value.kind == "api_error"
     assert caught.value.details == {"platform_code": "InternalError", "request_id": "r-9"}
@@ -160,7 +160,7 @@ def test_config_reads_legacy_names_and_names_the_bad_field() -> None:
         ({"api-key": "k", "app-id": "a", "base-url": "ftp://x"}, "base-url"),
         ({"api-key": 5, "app-id": "a"}, "api-key"),
     ]:
-        with pytest.raises(PlatformError) as caught:
+        with pytest.raises(PlatformError, match=f"^config field '{field}' ") as caught:
             DashScopeConfig.from_mapping(bad)
         assert caught.value.kind == "config_invalid"
         assert caught.value.details == {"field": field}

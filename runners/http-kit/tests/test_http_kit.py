@@ -184,7 +184,9 @@ async def test_a_session_reads_sse_and_maps_statuses_without_echoing_the_key() -
                 assert response.is_event_stream
                 events = [(e.event, e.data) async for e in response.events()]
             assert events == [("x", '{"a": 1}'), ("message", "[DONE]")]
-            with pytest.raises(PlatformError) as caught:
+            with pytest.raises(
+                PlatformError, match=r'Fake refused the credentials \(HTTP 401\): \{"msg": "bad key \*\*\*"\}'
+            ) as caught:
                 async with http.stream("POST", f"{fake.base_url}/401", headers=headers):
                     pass
         assert caught.value.kind == "auth_error" and SENTINEL not in caught.value.message
@@ -243,7 +245,7 @@ async def test_cancelling_a_run_closes_the_stream_and_the_server_sees_it() -> No
         task = asyncio.create_task(consume())
         await got_first.wait()
         task.cancel()
-        with pytest.raises(asyncio.CancelledError):
+        with pytest.raises(asyncio.CancelledError):  # noqa: PT011 - a cancellation has no message
             await task
         await asyncio.wait_for(fake.disconnected.wait(), 30)
 

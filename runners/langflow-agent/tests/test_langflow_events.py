@@ -49,11 +49,11 @@ def test_a_flow_without_tokens_answers_with_the_end_result() -> None:
 def test_error_events_fail_and_unknown_events_are_ignored() -> None:
     reply = LangflowReply()
     assert reply.feed({"event": "vertices_sorted", "data": {}}) == ""
-    with pytest.raises(PlatformError) as caught:
+    with pytest.raises(PlatformError, match="Langflow reported an error: Component OpenAI failed") as caught:
         reply.feed({"event": "error", "data": {"error": "Component OpenAI failed"}})
     assert caught.value.kind == "api_error"
     assert "Component OpenAI failed" in caught.value.message
-    with pytest.raises(PlatformError) as bad:
+    with pytest.raises(PlatformError, match="Langflow streamed something that is not a JSON object") as bad:
         reply.feed(["not", "an", "object"])
     assert bad.value.kind == "response_invalid"
 
@@ -82,7 +82,7 @@ def test_config_reads_legacy_names_and_refuses_bad_tweaks() -> None:
         ({"api-key": "k", "flow-id": "f", "tweaks": "[1]"}, "tweaks"),
         ({"api-key": "k", "flow-id": "f", "base-url": "localhost"}, "base-url"),
     ]:
-        with pytest.raises(PlatformError) as caught:
+        with pytest.raises(PlatformError, match=f"^config field '{field}' ") as caught:
             LangflowConfig.from_mapping(bad)
         assert caught.value.kind == "config_invalid"
         assert caught.value.details == {"field": field}

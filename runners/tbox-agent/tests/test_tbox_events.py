@@ -51,14 +51,14 @@ def test_error_frames_and_events_fail_and_other_frames_are_ignored() -> None:
     for kind in ("meta", "followup", "charge", "revoke", "unknown", "sparkle"):
         assert reply.feed("message", _message(kind, {})) == ""
     assert reply.feed("ping", "{}") == ""
-    with pytest.raises(PlatformError) as event:
+    with pytest.raises(PlatformError, match="Tbox reported an error: quota exhausted") as event:
         reply.feed("error", json.dumps({"description": "quota exhausted"}))  # noqa: TID251
     assert event.value.kind == "api_error"
     assert "quota exhausted" in event.value.message
-    with pytest.raises(PlatformError) as frame:
+    with pytest.raises(PlatformError, match="Tbox reported an error: node failed") as frame:
         reply.feed("message", _message("error", {"errorCode": "E1", "errorMsg": "node failed"}))
     assert frame.value.details == {"platform_code": "E1"}
-    with pytest.raises(PlatformError) as broken:
+    with pytest.raises(PlatformError, match="Tbox sent a frame that is not JSON") as broken:
         reply.feed("message", "{not json")
     assert broken.value.kind == "response_invalid"
 
@@ -80,7 +80,7 @@ def test_the_non_streamed_body_gives_reasoning_then_the_answer() -> None:
     assert failed is not None
     assert failed.details == {"platform_code": "APP_OFFLINE", "trace_id": "t"}
     assert error_from_body({"errorCode": "0", "data": {}}) is None
-    with pytest.raises(PlatformError):
+    with pytest.raises(PlatformError, match="Tbox reported an error: no"):
         TboxReply().body({"errorCode": "E", "errorMsg": "no"})
 
 
@@ -98,7 +98,7 @@ def test_config_and_request_body() -> None:
         "files": files,
     }
     for bad, name in [({"app-id": "a"}, "api-key"), ({"api-key": "t"}, "app-id")]:
-        with pytest.raises(PlatformError) as caught:
+        with pytest.raises(PlatformError, match=f"^config field '{name}' is required") as caught:
             TboxConfig.from_mapping(bad)
         assert caught.value.kind == "config_invalid"
         assert caught.value.details == {"field": name}
