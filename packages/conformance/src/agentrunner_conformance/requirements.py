@@ -69,7 +69,7 @@ class Requirement:
     level: Level
     """RFC 2119 level."""
     section: str
-    """Where the rule comes from: ``PROTOCOL_V1 §7.3`` or ``AgentRunner contract``."""
+    """Where the rule comes from: ``protocol: results`` (a topic of docs/protocol.md) or ``AgentRunner contract``."""
     summary: str
     """The rule in one sentence."""
     gate: Gate | None = None
@@ -90,38 +90,38 @@ REQUIREMENTS: Final[dict[str, Requirement]] = dict(
         _req(
             "manifest.protocol-version",
             "MUST",
-            "PROTOCOL_V1 §3, §4.2",
+            "protocol: versions, discovery",
             "The manifest declares a protocol version this host major version accepts.",
         ),
         # the result stream
         _req(
             "result.schema.valid",
             "MUST",
-            "PROTOCOL_V1 §7.1, §7.2",
+            "protocol: results",
             "Every result validates against the schema of its type.",
         ),
         _req(
             "result.type.known",
             "SHOULD",
-            "PROTOCOL_V1 §3, §7.3",
+            "protocol: versions, results",
             "Results use the nine stable result types (hosts ignore others).",
         ),
         _req(
             "result.run-id.matches",
             "MUST",
-            "PROTOCOL_V1 §7.1",
+            "protocol: results",
             "Every result carries the run_id of the run that produced it.",
         ),
         _req(
             "result.sequence.strictly-increasing",
             "MUST",
-            "PROTOCOL_V1 §7.4",
+            "protocol: results",
             "When results carry a sequence it starts at 1 and strictly increases.",
         ),
         _req(
             "result.terminal.exactly-one",
             "MUST",
-            "PROTOCOL_V1 §7.3; " + _CONTRACT,
+            "protocol: results; " + _CONTRACT,
             "A run yields exactly one terminal result (run.completed or run.failed).",
         ),
         _req(
@@ -140,19 +140,19 @@ REQUIREMENTS: Final[dict[str, Requirement]] = dict(
         _req(
             "result.tool-calls.paired",
             "MUST",
-            "PROTOCOL_V1 §7.2, §7.3",
+            "protocol: results",
             "Every tool.call.started has exactly one later tool.call.completed with the same id, and no other.",
         ),
         _req(
             "result.state-updated.valid",
             "MUST",
-            "PROTOCOL_V1 §7.3",
+            "protocol: results",
             "state.updated values are JSON and at most 256 KiB encoded.",
         ),
         _req(
             "result.action.idempotency-key",
             "MUST",
-            "PROTOCOL_V1 §7.3",
+            "protocol: results",
             "Every action.requested carries a stable idempotency_key.",
             gate=Gate(capability="platform_api"),
         ),
@@ -166,57 +166,57 @@ REQUIREMENTS: Final[dict[str, Requirement]] = dict(
         _req(
             "backcall.errors-handled",
             "MUST",
-            "PROTOCOL_V1 §9; " + _CONTRACT,
+            "protocol: errors; " + _CONTRACT,
             "An APIError from a back-call is handled or turned into run.failed; it never escapes run().",
         ),
         _req(
             "backcall.errors-reported",
             "MUST",
-            "PROTOCOL_V1 §9; " + _CONTRACT,
+            "protocol: errors; " + _CONTRACT,
             "A run whose back-call failed reports it honestly: run.failed or a real message, never an empty success.",
         ),
         _req(
             "backcall.authorized",
             "MUST",
-            "PROTOCOL_V1 §8, §11",
+            "protocol: back-calls, security",
             "Back-calls reach only resources in ctx.resources and APIs enabled in ctx.context.available_apis.",
         ),
         _req(
             "backcall.params-valid",
             "MUST",
-            "PROTOCOL_V1 §8",
+            "protocol: back-calls",
             "Back-call parameters validate against the action's schema.",
         ),
         _req(
             "backcall.only-while-live",
             "MUST",
-            "PROTOCOL_V1 §8, §10",
+            "protocol: back-calls, deadlines and cancellation",
             "No back-call is made after the run's terminal result or after run() returned.",
         ),
         _req(
             "cancel.stops-within-grace",
             "MUST",
-            "PROTOCOL_V1 §10; " + _CONTRACT,
+            "protocol: deadlines and cancellation; " + _CONTRACT,
             "A cancelled run stops within the grace period.",
             gate=Gate(capability="interrupt"),
         ),
         _req(
             "cancel.reports-cancelled",
             "SHOULD",
-            "PROTOCOL_V1 §10",
+            "protocol: deadlines and cancellation",
             "A terminal result yielded after a cancel is run.failed with code 'cancelled'.",
             gate=Gate(capability="interrupt"),
         ),
         _req(
             "deadline.run-ends",
             "MUST",
-            "PROTOCOL_V1 §10",
+            "protocol: deadlines and cancellation",
             "Once ctx.runtime.deadline_at has passed, the run ends within the grace period.",
         ),
         _req(
             "isolation.concurrent-runs",
             "MUST",
-            "PROTOCOL_V1 §13",
+            "protocol: concurrency",
             "Concurrent runs on one instance never see each other's data.",
         ),
         _req(
@@ -229,56 +229,56 @@ REQUIREMENTS: Final[dict[str, Requirement]] = dict(
         _req(
             "capability.streaming.undeclared-deltas",
             "MUST",
-            "PROTOCOL_V1 §4.3",
+            "protocol: capabilities",
             "A runner that does not declare streaming emits no message.delta.",
             gate=Gate(capability="streaming", declared=False),
         ),
         _req(
             "capability.streaming.deltas-match-message",
             "SHOULD",
-            "PROTOCOL_V1 §7.2",
+            "protocol: results",
             "The deltas before a complete message add up to that message's text.",
             gate=Gate(capability="streaming"),
         ),
         _req(
             "capability.platform-api.undeclared-actions",
             "MUST",
-            "PROTOCOL_V1 §4.3",
+            "protocol: capabilities",
             "A runner that does not declare platform_api emits no action.requested and calls no platform API.",
             gate=Gate(capability="platform_api", declared=False),
         ),
         _req(
             "capability.tool-calling.undeclared-calls",
             "MUST",
-            "PROTOCOL_V1 §4.3",
+            "protocol: capabilities",
             "A runner that does not declare tool_calling calls no tools.* API.",
             gate=Gate(capability="tool_calling", declared=False),
         ),
         _req(
             "capability.tool-calling.survives-absence",
             "SHOULD",
-            "PROTOCOL_V1 §4.3, §6",
+            "protocol: capabilities, resources",
             "A tool-calling runner handles runs with and without granted tools without raising.",
             gate=Gate(capability="tool_calling"),
         ),
         _req(
             "capability.knowledge-retrieval.undeclared-calls",
             "MUST",
-            "PROTOCOL_V1 §4.3",
+            "protocol: capabilities",
             "A runner that does not declare knowledge_retrieval calls no knowledge.* API.",
             gate=Gate(capability="knowledge_retrieval", declared=False),
         ),
         _req(
             "capability.knowledge-retrieval.survives-absence",
             "SHOULD",
-            "PROTOCOL_V1 §4.3, §6",
+            "protocol: capabilities, resources",
             "A knowledge-retrieval runner handles runs with and without knowledge bases without raising.",
             gate=Gate(capability="knowledge_retrieval"),
         ),
         _req(
             "capability.multimodal-input.no-crash",
             "MUST",
-            "PROTOCOL_V1 §4.3, §5.6",
+            "protocol: capabilities, run context (input)",
             "A multimodal runner handles images, files, audio and artifact refs without raising.",
             gate=Gate(capability="multimodal_input"),
         ),
