@@ -21,6 +21,9 @@ SUITES: list[SuiteRef] = [
     SuiteRef("mcp", "bench.mcp_bridge", "MCP bridge: a tool call vs raw mcp over HTTP, and per-run set-up"),
     SuiteRef("conformance", "bench.conformance_check", "Conformance kit: a fuzzed echo run vs a bare one"),
     SuiteRef("runtime", "bench.runtime_wire", "Plugin runtime: back-calls and runs over stdio vs raw floors"),
+    SuiteRef(
+        "reaction", "bench.reaction", "Cancel and deadline: how fast the host ends a run, vs its own end"
+    ),
     SuiteRef("http", "bench.http_echo", "HTTP API: POST /v1/events echo over SSE vs a bare Starlette app"),
     SuiteRef(
         "api_runners",
