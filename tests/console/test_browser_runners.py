@@ -22,7 +22,11 @@ def test_the_switch_disables_a_runner_and_the_next_event_is_refused(
     browser.sign_in(page, "/runners")
     card = page.locator(f'section[data-runner="{ECHO}"]')
     card.get_by_label("Reason").fill("browser test pause")
-    card.get_by_role("button", name="Disable").click()
+    # The switch reloads the page once the API answered. Waiting for that navigation (to its load event) and
+    # not only for the new page's elements matters: the elements are there before the page's module script
+    # has run, and a click in between would submit the bare form instead of calling the API.
+    with page.expect_navigation():
+        card.get_by_role("button", name="Disable").click()
     page.locator(f'section[data-runner="{ECHO}"] [data-reason]').wait_for()
     assert "browser test pause" in card.inner_text()
     screenshot(page, "runners")
@@ -30,7 +34,8 @@ def test_the_switch_disables_a_runner_and_the_next_event_is_refused(
         refused = client.post("/v1/events", json={"input": {"text": "hi"}})
         assert refused.status_code == 403, refused.text
         assert refused.json()["error"]["code"] == "runner_disabled"
-    card.get_by_role("button", name="Enable").click()
+    with page.expect_navigation():
+        card.get_by_role("button", name="Enable").click()
     page.locator(f'section[data-runner="{ECHO}"] form[data-action="disable"]').wait_for()
     with browser.server.api() as client:
         assert client.post("/v1/events?wait=true", json={"input": {"text": "hi"}}).status_code == 200
