@@ -13,7 +13,8 @@ Run: ``uv run python -m bench.memory_service [--runs N]``. A standalone measure 
   from before the N runs (after a warm-up of runs that also ended) to when all N are live, divided by N;
   the plugin process's growth is printed too (the runner's side, not the host's). Afterwards every run is
   cancelled through ``POST /v1/runs/{id}/cancel``, each stream read to its terminal, and the memory still
-  held is printed.
+  held is printed; then a second wave of N runs shows whether that memory is reused (RSS flat) or kept
+  per run (RSS grows again).
 
 RSS is what an operator sees; it includes allocator slack, so it is a harder measure than the heap growth
 ``bench.memory_inflight`` reports. Goal (issue 8 / 16, PF7): ≤ 64 KiB per in-flight run.
@@ -146,10 +147,17 @@ async def _measure_on(base: str, pid: int, runs: int) -> dict[str, float]:
         raise RuntimeError("a run did not end with its cancel")
     await asyncio.sleep(2)
     after = _rss(pid)
+    # a second wave of as many runs: if what the first left held is reused, RSS barely moves (allocator
+    # slack, not a leak); if it grows by as much again, something is kept per run
+    streams, tasks, client = await _wave(base, runs)
+    await asyncio.sleep(2)
+    again = _rss(pid)
+    await _end(streams, tasks, client)
     return {
         "before": before,
         "during": during,
         "after": after,
+        "again": again,
         "per_run": (during - before) / runs,
         "plugin_per_run": (plugin_during - plugin_before) / runs,
     }
@@ -217,8 +225,9 @@ def main() -> None:
         f"| plugin process RSS per in-flight run (the runner's side) | {figures['plugin_per_run'] / 1024:.1f} KiB | - | - |"
     )
     print(
-        f"| `serve` RSS before / with the runs / after they ended | {figures['before'] / mib:.0f} / "
-        f"{figures['during'] / mib:.0f} / {figures['after'] / mib:.0f} MiB | - | - |"
+        f"| `serve` RSS before / with the runs / after they ended / with a second wave of as many | "
+        f"{figures['before'] / mib:.0f} / {figures['during'] / mib:.0f} / {figures['after'] / mib:.0f} / "
+        f"{figures['again'] / mib:.0f} MiB | - | - |"
     )
     print(f"load average at end: {_load()}")
 

@@ -14,7 +14,9 @@ Measured in one process, variants interleaved per repeat:
 * ``lbp rt -s`` (the LangBot runtime in stdio control mode), ``{"seq_id": N, "action": "__ping", "data": {}}``
   sent by this process, sequentially: LangBot's cheapest round trip, which does no work;
 * our runtime's own wire ``ping`` (after the ``hello`` handshake), for the transport alone;
-* a raw asyncio child that echoes each line with orjson (the physical floor, perf-floors row E).
+* a raw asyncio child that echoes each line with orjson (the physical floor, perf-floors row E);
+* the back-call's own database read alone: ``StateStore.get`` of the same key on the same store, called in
+  this process (what the back-call spends in SQLAlchemy over aiosqlite, without wire or dispatcher).
 
 The goal (issue 8, PF9) is the back-call round trip ≤ 0.2× LangBot's ``__ping``: ratios are per repeat, and
 the table gives their median.
@@ -110,6 +112,21 @@ class _BackCalls:
         self.host.registry.add(self.runtime.connection(_PLUGIN))
         self.events = itertools.count()
         await self.run(0)
+        # the owner the set-up run's state.updated was stored under, for the store-only variant
+        from agentrunner import codec
+        from agentrunner_host.access import StateOwner
+        from sqlalchemy import text
+
+        async with self.engine.connect() as conn:
+            owner = (await conn.execute(text("SELECT owner FROM state_entries"))).scalar_one()
+        scope, *parts = codec.loads(owner)
+        self.owner = StateOwner(scope, tuple(parts))
+
+    async def store_get(self) -> None:
+        """The same read on the state store alone, in this process (no wire, no dispatcher)."""
+        item = await self.stores.state.get(self.owner, _KEY)
+        if item is None:
+            raise RuntimeError("the state key is missing")
 
     async def run(self, calls: int) -> float:
         """One run making *calls* back-calls; the mean µs per call the runner measured."""
@@ -200,6 +217,7 @@ async def _spawn(*argv: str, env: dict[str, str] | None = None) -> LineClient:
 
 
 BACK_CALL = "agentrunner back-call: api.state.get through the runtime, dispatcher and SQLite store"
+STORE_ONLY = "part of it: the same state.get on the SQLite store alone (in process)"
 
 
 async def measure(repeats: int, calls: int) -> dict[str, list[float]]:
@@ -244,6 +262,7 @@ async def measure(repeats: int, calls: int) -> dict[str, list[float]]:
         "agentrunner ping": our_ping,
         "raw echo child (floor)": floor_echo,
     }
+    variants[STORE_ONLY] = back_calls.store_get
     samples: dict[str, list[float]] = {BACK_CALL: [], **{name: [] for name in variants}}
     for op in variants.values():  # warm up
         for _ in range(50):
