@@ -91,7 +91,7 @@ class _BackCalls:
     """A host with SQLite stores and the back-caller in a plugin process; :meth:`run` is one measured run."""
 
     async def open(self) -> None:
-        from agentrunner_host.definitions import AgentBinding
+        from agentrunner_host.definitions import AgentBinding, RunPolicy
         from agentrunner_host.host import Host
         from agentrunner_host.runtime import PluginSpec, RunnerEntry, RuntimeManager
         from agentrunner_host.stores import HostStores
@@ -101,7 +101,14 @@ class _BackCalls:
         self.engine = create_engine(default_sqlite_url(directory))
         await upgrade(self.engine)
         self.stores = await HostStores.open(self.engine, data_dir=directory)
-        binding = AgentBinding(binding_id="pf9", runner_id=f"plugin:{_PLUGIN}/default", event_types=["*"])
+        # The default per-run rate limit (50/s, burst 200) would stop a run of 300 back-to-back calls: it is a
+        # policy, not the cost measured here, so it is raised (the token bucket is still checked per call).
+        binding = AgentBinding(
+            binding_id="pf9",
+            runner_id=f"plugin:{_PLUGIN}/default",
+            event_types=["*"],
+            run_policy=RunPolicy(backcall_rate=1e6, backcall_burst=1_000_000),
+        )
         self.host = Host.create(bindings=[binding], stores=self.stores)
         spec = PluginSpec(
             plugin_id=_PLUGIN,
