@@ -12,8 +12,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import tempfile
 import tracemalloc
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import ClassVar
 
 from agentrunner import (
@@ -45,13 +47,21 @@ class SlowRunner(AgentRunner):
         yield out.complete()
 
 
-async def measure(runs: int) -> float:
+async def measure(runs: int, *, stores: bool = False) -> float:
     from agentrunner_host.definitions import AgentBinding, AgentEventEnvelope
     from agentrunner_host.host import Host
+    from agentrunner_host.stores import HostStores
+    from agentrunner_host.stores.engine import create_engine, default_sqlite_url, upgrade
 
     SlowRunner.release = asyncio.Event()
     binding = AgentBinding(binding_id="mem", runner_id=f"plugin:{_PLUGIN}/default", event_types=["*"])
-    host = Host.create(plugins={_PLUGIN: [SlowRunner()]}, bindings=[binding])
+    opened: HostStores | None = None
+    if stores:
+        directory = Path(tempfile.mkdtemp(prefix="agentrunner-pf7-stores-"))
+        engine = create_engine(default_sqlite_url(directory))
+        await upgrade(engine)
+        opened = await HostStores.open(engine, data_dir=directory)
+    host = Host.create(plugins={_PLUGIN: [SlowRunner()]}, bindings=[binding], stores=opened)
 
     def ev(i: int) -> AgentEventEnvelope:
         return AgentEventEnvelope.model_validate(
@@ -65,12 +75,15 @@ async def measure(runs: int) -> float:
         )
 
     # Warm up validators and caches so they are not counted per run.
-    warm = await host.orchestrator.start(ev(-1), binding)
+    warm = await (host.orchestrator.submit(ev(-1)) if stores else host.orchestrator.start(ev(-1), binding))
     await anext(warm.results())
     gc.collect()
     tracemalloc.start()
     before = tracemalloc.get_traced_memory()[0]
-    handles = [await host.orchestrator.start(ev(i), binding) for i in range(runs)]
+    handles = [
+        await (host.orchestrator.submit(ev(i)) if stores else host.orchestrator.start(ev(i), binding))
+        for i in range(runs)
+    ]
     for h in handles:
         await anext(h.results())  # every run is live and has delivered its first result
     gc.collect()
@@ -81,19 +94,26 @@ async def measure(runs: int) -> float:
         async for _ in h.results():
             pass
     await host.aclose()
+    if opened is not None:
+        await opened.aclose()
+        await opened.engine.dispose()
     return (during - before) / runs
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--runs", type=int, default=1000)
+    parser.add_argument(
+        "--stores", action="store_true", help="persist the runs to SQLite (HostStores), as serve does"
+    )
     args = parser.parse_args()
-    per_run = asyncio.run(measure(args.runs))
+    per_run = asyncio.run(measure(args.runs, stores=args.stores))
     verdict = "meets" if per_run <= GOAL_BYTES else "misses"
     print("| measure | value | goal | verdict |")
     print("|---|---:|---|---|")
     print(
-        f"| host memory per in-flight run ({args.runs} concurrent, waiting) | {per_run / 1024:.1f} KiB | ≤ 64 KiB | {verdict} |"
+        f"| host memory per in-flight run ({args.runs} concurrent, waiting"
+        f"{', stored in SQLite' if args.stores else ''}) | {per_run / 1024:.1f} KiB | ≤ 64 KiB | {verdict} |"
     )
 
 
