@@ -162,8 +162,6 @@ async def test_a_run_executing_in_another_process_is_followed_until_it_ends(
         await runner.started.wait()
         status = (await client.get(f"/v1/runs/{feed.run_id}")).json()
         assert status["status"] == "running" and status["live"] is False
-        cancel = await client.post(f"/v1/runs/{feed.run_id}/cancel")
-        assert cancel.status_code == 409 and cancel.json()["error"]["code"] == "not_live"
 
         async def read() -> list[str]:
             async with aconnect_sse(client, "GET", f"/v1/runs/{feed.run_id}/results?stream=true") as source:
@@ -188,3 +186,32 @@ async def test_a_run_executing_in_another_process_is_followed_until_it_ends(
         runner.gate.set()
         kinds = await reader
     assert kinds == ["message.delta", "message.delta", "message.completed", "run.completed"]
+
+
+async def test_a_run_executing_in_another_process_on_the_same_sqlite_file_is_cancelled_through_this_one(
+    client: httpx.AsyncClient, service: HostService
+) -> None:
+    """Nothing is announced on SQLite: the cancel is stored for the run's owner, which takes it on its poll;
+    the run ends cancelled there and this server reports it (200 once ended, 202 while still cancelling)."""
+    runner = FakeGatedRunner()
+    install_fakes(service, FakeGatedRunner())
+    async with HostService.open(service.settings, recover=False) as other:
+        await _bind_gated(client, other, runner)
+        await other.reload_definitions()
+        feed = await other.submit(
+            AgentEventEnvelope(
+                event_id="evt-cancel-elsewhere",
+                event_type="message.received",
+                input=AgentInput(text="x"),
+                conversation_id="slow",
+            )
+        )
+        await runner.started.wait()
+        cancel = await client.post(f"/v1/runs/{feed.run_id}/cancel")
+        assert cancel.status_code in (200, 202), cancel.text
+        assert cancel.json()["cancelled"] is True
+        outcome = await feed.outcome()
+        assert other.requests_taken >= 1
+    assert outcome.status == "failed" and outcome.code == "cancelled"
+    run = (await client.get(f"/v1/runs/{feed.run_id}")).json()
+    assert run["status"] == "failed" and run["code"] == "cancelled"

@@ -43,6 +43,7 @@ class _ListeningConnection(Protocol):
     async def add_listener(self, channel: str, callback: Callable[[object, int, str, str], None]) -> None: ...
     async def execute(self, query: str) -> str: ...
     def terminate(self) -> None: ...
+    def get_server_pid(self) -> int: ...
 
 
 class Notifications:
@@ -58,6 +59,11 @@ class Notifications:
         self._closed = False
         self.connected = asyncio.Event()
         """Set while the listening connection is open (tests wait on it)."""
+        self.backend_pid: int | None = None
+        """PostgreSQL's process id of the listening connection while it is open."""
+        self.connector: Callable[[str], Awaitable[object]] | None = None
+        """Opens the listening connection from a DSN (default: ``asyncpg.connect``); a test may wrap it to
+        hold a reconnect back."""
 
     def subscribe(self, channel: str, handler: Handler) -> None:
         """Call *handler* with the payload of every notification on *channel* (subscribe before :meth:`start`)."""
@@ -105,14 +111,18 @@ class Notifications:
     async def _listen(self) -> None:
         import asyncpg  # the PostgreSQL driver the engine uses already
 
-        connect = cast(Callable[..., Awaitable[_ListeningConnection]], asyncpg.connect)  # pyright: ignore[reportUnknownMemberType]
+        default = cast(Callable[..., Awaitable[_ListeningConnection]], asyncpg.connect)  # pyright: ignore[reportUnknownMemberType]
         dsn = self._engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
         delay = 0.05
         while not self._closed:
             conn: _ListeningConnection | None = None
             lost = asyncio.Event()
             try:
-                conn = await connect(dsn, timeout=10)
+                if self.connector is not None:
+                    conn = cast(_ListeningConnection, await self.connector(dsn))
+                else:
+                    conn = await default(dsn, timeout=10)
+                self.backend_pid = conn.get_server_pid()
                 conn.add_termination_listener(_setter(lost))
                 for channel in self._handlers:
                     await conn.add_listener(channel, self._on_notification)
@@ -137,6 +147,7 @@ class Notifications:
                 log.warning("the notification connection failed (%s); reconnecting", type(exc).__name__)
             finally:
                 self.connected.clear()
+                self.backend_pid = None
                 if conn is not None:
                     with contextlib.suppress(Exception):
                         conn.terminate()

@@ -27,6 +27,8 @@ __all__ = [
     "IsolationConfig",
     "RunnersConfig",
     "ClusterConfig",
+    "RemotePluginConfig",
+    "RuntimeServerConfig",
     "SecurityConfig",
     "MIN_TOKEN_BITS",
     "MIN_TOKEN_LENGTH",
@@ -165,6 +167,39 @@ class ClusterConfig(_Section):
     def _lease_outlives_heartbeat(self) -> ClusterConfig:
         if self.lease_seconds <= self.heartbeat_seconds:
             raise ValueError("cluster.lease_seconds must be longer than cluster.heartbeat_seconds")
+        return self
+
+
+class RemotePluginConfig(_Section):
+    """``[[runtime_server.plugins]]``: one plugin whose runtime connects to the host from elsewhere."""
+
+    plugin_id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
+    """``author/plugin``: the identity every connection with this token gets (the runtime cannot choose it)."""
+    token_env: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    """Environment variable holding the plugin's runtime token (at least 32 characters, random); the runtime
+    presents the same value in ``$AGENTRUNNER_RUNTIME_TOKEN``."""
+
+
+class RuntimeServerConfig(_Section):
+    """``[runtime_server]``: the WebSocket endpoint where remote runtimes (``agentrunner-plugin --connect``)
+    attach (see docs/deployment.md). Off while ``plugins`` is empty."""
+
+    host: str = "127.0.0.1"
+    """Bind address. The endpoint speaks plain ``ws://``: off loopback, put it on a private network or behind
+    a TLS-terminating proxy."""
+    port: int = Field(default=8421, ge=0, le=65535)
+    """TCP port (0 = any free port, logged at start)."""
+    connect_timeout_seconds: float = Field(default=10.0, gt=0, le=3600)
+    """How long a run waits for a runtime of its plugin to be connected (to this host) before it fails
+    ``runtime.unavailable``."""
+    plugins: list[RemotePluginConfig] = []
+    """Plugins served by remote runtimes, each with its own token."""
+
+    @model_validator(mode="after")
+    def _distinct(self) -> RuntimeServerConfig:
+        ids = [p.plugin_id for p in self.plugins]
+        if len(set(ids)) != len(ids):
+            raise ValueError("runtime_server.plugins: a plugin is listed twice")
         return self
 
 
@@ -327,6 +362,8 @@ class HostConfig(_Section):
     """Runner sources."""
     cluster: ClusterConfig = ClusterConfig()
     """Host registry and leases (several hosts on one database)."""
+    runtime_server: RuntimeServerConfig = RuntimeServerConfig()
+    """Where remote runtimes attach."""
     isolation: IsolationConfig = IsolationConfig()
     """Plugin process isolation and quotas."""
     defaults: DefaultsConfig = DefaultsConfig()

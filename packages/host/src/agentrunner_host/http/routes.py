@@ -228,8 +228,7 @@ async def submit_event(request: Request) -> Response:
     if stream and wait:
         raise ApiError(422, "invalid_request", "choose either stream or wait")
     event = _envelope(sub, streaming=stream)
-    feed = await service.submit(event, agent_id=sub.agent_id)
-    run_id = feed.run_id
+    run_id = await service.accept(event, agent_id=sub.agent_id)
     location = {"Location": f"/v1/runs/{run_id}", "X-Run-Id": run_id}
     if stream:
         return _event_stream(service, run_id, after=0, headers=location)
@@ -289,7 +288,9 @@ async def cancel_run(request: Request) -> Response:
     view = await service.run(run_id)
     if not cancelling and view.status == "running":
         raise ApiError(
-            409, "not_live", f"run {run_id} is executing in another process and cannot be cancelled here"
+            409,
+            "not_live",
+            f"run {run_id} was started without a registered owner host and cannot be cancelled from here",
         )
     in_progress = cancelling and view.status == "running"
     return _json(

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 from http import HTTPStatus
 from typing import Any
 
@@ -41,9 +41,14 @@ class RemoteRunnerConnection:
     Calls wait up to ``connect_timeout`` for a runtime to be connected, then fail with ``runtime.unavailable``.
     """
 
-    def __init__(self, plugin_id: str, *, connect_timeout: float = 10.0) -> None:
+    def __init__(
+        self, plugin_id: str, *, connect_timeout: float = 10.0, list_timeout: float | None = None
+    ) -> None:
         self._plugin_id = plugin_id
         self.connect_timeout = connect_timeout
+        self.list_timeout = list_timeout
+        """How long listing the runners waits for a runtime (``None``: ``connect_timeout``; 0: not at all, so
+        discovery by a host with no runtime attached fails at once instead of stalling)."""
         self._session: WireSession | None = None
         self._connected = asyncio.Event()
         self._closed = False
@@ -71,7 +76,8 @@ class RemoteRunnerConnection:
             self._session = None
             self._connected.clear()
 
-    async def _current(self) -> WireSession:
+    async def _current(self, timeout: float | None = None) -> WireSession:
+        wait = self.connect_timeout if timeout is None else timeout
         if self._closed:
             raise RunnerTransportError(CLOSED, f"plugin {self._plugin_id}: the connection is closed")
         session = self._session
@@ -79,7 +85,7 @@ class RemoteRunnerConnection:
             return session
         try:
             # asyncio.timeout, never wait_for: a run's task waits here, and wait_for can swallow its cancel.
-            async with asyncio.timeout(self.connect_timeout):
+            async with asyncio.timeout(wait):
                 while True:
                     session = self._session
                     if session is not None and session.alive:
@@ -95,12 +101,12 @@ class RemoteRunnerConnection:
         except TimeoutError:
             raise RunnerTransportError(
                 UNAVAILABLE,
-                f"plugin {self._plugin_id}: no runtime connected within {self.connect_timeout:g}s",
+                f"plugin {self._plugin_id}: no runtime connected within {wait:g}s",
             ) from None
 
     async def list_runners(self) -> list[dict[str, Any]]:
         """The connected runtime's runner manifests (those of other plugins are dropped by the session owner)."""
-        session = await self._current()
+        session = await self._current(self.list_timeout)
         prefix = f"plugin:{self._plugin_id}/"
         return [m for m in await session.list_runners() if str(m.get("id", "")).startswith(prefix)]
 
@@ -159,6 +165,8 @@ class RemoteRuntimeServer:
         ping_interval: float | None = 10.0,
         ping_timeout: float = 10.0,
         cancel_grace: float | None = 5.0,
+        list_timeout: float | None = None,
+        on_change: Callable[[str], None] | None = None,
     ) -> None:
         for plugin_id, token in tokens.items():
             if len(token) < 16:
@@ -177,6 +185,10 @@ class RemoteRuntimeServer:
         self._ping_interval = ping_interval
         self._ping_timeout = ping_timeout
         self._cancel_grace = cancel_grace
+        self._list_timeout = list_timeout
+        # Told the plugin id whenever a runtime attaches or detaches (the service records where runtimes are).
+        self.on_change = on_change
+        """Called with the plugin id whenever a runtime of it attaches or detaches."""
         self._connections: dict[str, RemoteRunnerConnection] = {}
         self._server: Server | None = None
 
@@ -189,6 +201,11 @@ class RemoteRuntimeServer:
         return int(sockname[1])
 
     @property
+    def plugin_ids(self) -> list[str]:
+        """The plugins a token is configured for."""
+        return list(self._tokens)
+
+    @property
     def url(self) -> str:
         """``ws://host:port`` of the endpoint."""
         return f"ws://{self._host}:{self.port}"
@@ -199,7 +216,9 @@ class RemoteRuntimeServer:
             raise KeyError(f"no token is configured for plugin {plugin_id}")
         connection = self._connections.get(plugin_id)
         if connection is None:
-            connection = RemoteRunnerConnection(plugin_id, connect_timeout=self._connect_timeout)
+            connection = RemoteRunnerConnection(
+                plugin_id, connect_timeout=self._connect_timeout, list_timeout=self._list_timeout
+            )
             self._connections[plugin_id] = connection
         return connection
 
@@ -277,6 +296,7 @@ class RemoteRuntimeServer:
         _log.info("remote runtime of %s connected from %s", plugin_id, websocket.remote_address)
         if replaced is not None:
             await replaced.aclose()
+        self._changed(plugin_id)
         watchdog: asyncio.Task[None] | None = None
         if self._ping_interval is not None:
             watchdog = asyncio.create_task(
@@ -295,3 +315,11 @@ class RemoteRuntimeServer:
                 await asyncio.gather(watchdog, return_exceptions=True)
             connection.detach(session)
             await session.aclose()
+            self._changed(plugin_id)
+
+    def _changed(self, plugin_id: str) -> None:
+        if self.on_change is not None:
+            try:
+                self.on_change(plugin_id)
+            except Exception:
+                _log.exception("the attach/detach callback of %s failed", plugin_id)

@@ -32,6 +32,7 @@ from agentrunner import (
 from agentrunner import codec as json
 from agentrunner.wire import ENTRY_POINT_GROUP
 from alembic.script import ScriptDirectory
+from pydantic import JsonValue, ValidationError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from agentrunner_host.bindings import BindingSet
@@ -43,21 +44,30 @@ from agentrunner_host.config import (
     Settings,
     is_env_ref,
     redact_config,
+    token_weakness,
 )
 from agentrunner_host.datadir import prepare_data_dir
 from agentrunner_host.definitions import AgentEventEnvelope
-from agentrunner_host.errors import ConfigurationError, DuplicateEventError, HostError, RunnerNotFoundError
+from agentrunner_host.errors import (
+    BindingNotFoundError,
+    ConfigurationError,
+    DuplicateEventError,
+    HostError,
+    RunnerDisabledError,
+    RunnerNotFoundError,
+)
 from agentrunner_host.facts_api import PullAPI
 from agentrunner_host.harness import HarnessPolicy, refuse_code_execution
 from agentrunner_host.host import Host
 from agentrunner_host.orchestrator import DeliveredResult
 from agentrunner_host.redaction import ResultRedactor, known_secrets
 from agentrunner_host.registry import PluginFailure, RunnerDescriptor
-from agentrunner_host.runtime import RuntimeManager, RuntimeOptions
+from agentrunner_host.runtime import RemoteRuntimeServer, RuntimeManager, RuntimeOptions
 from agentrunner_host.stores import (
     AGENTS_CHANNEL,
     AuditFilter,
     AuditPage,
+    HostRequest,
     HostStores,
     ResultRecord,
     RunnerControl,
@@ -96,8 +106,21 @@ _POLL_SECONDS: Final = 0.25
 """Seconds between two reads of a run another process executes, where nothing announces its results (SQLite)."""
 _FOLLOW_SAFETY_SECONDS: Final = 5.0
 """Seconds a reader of another host's run waits for an announcement before it reads the store anyway."""
-CANCEL_CHANNEL: Final = "agentrunner_cancel"
-"""PostgreSQL ``NOTIFY`` channel of cancel requests (payload: the run id); the run's owner acts on it."""
+REQUESTS_CHANNEL: Final = "agentrunner_requests"
+"""PostgreSQL ``NOTIFY`` channel telling a host that a stored request waits for it (payload: its host id)."""
+ANSWERS_CHANNEL: Final = "agentrunner_answers"
+"""PostgreSQL ``NOTIFY`` channel telling a host that its request was answered (payload: the request id)."""
+_REQUESTS_POLL_SQLITE: Final = 0.25
+"""Seconds between two looks for stored requests on SQLite (several processes on one file, no notifications)."""
+_REQUESTS_POLL_LISTENING: Final = 2.0
+"""Seconds between two looks for stored requests while PostgreSQL announces them (the safety net for a
+notification lost while the listening connection was down)."""
+_RETRY_SECONDS: Final = 1.0
+"""Pause before a failed background write is tried again."""
+_HANDOFF_CLAIM_SECONDS: Final = 10.0
+"""How long a host waits for the host with a plugin's runtime to take an event before it runs it itself."""
+_HANDOFF_ANSWER_SECONDS: Final = 60.0
+"""How long a host waits for the answer once the other host took the event."""
 _AGENTS_POLL_SQLITE: Final = 1.0
 """Seconds between two reads of the definitions' version counter on SQLite (no notifications there)."""
 _AGENTS_POLL_LISTENING: Final = 30.0
@@ -220,6 +243,14 @@ class HostService:
         self.definitions_loaded = asyncio.Condition()
         """Notified every time agents and bindings changed elsewhere were loaded (tests wait on it)."""
         self._watchers: list[asyncio.Task[None]] = []
+        self._requests_due = asyncio.Event()
+        self._answers: dict[str, asyncio.Event] = {}
+        self._starts: set[asyncio.Task[None]] = set()
+        self.runtime_server: RemoteRuntimeServer | None = None
+        """Where remote runtimes attach (``[runtime_server]``), when plugins are configured for it."""
+        self._attachments_due = asyncio.Event()
+        self.requests_taken = 0
+        """Stored requests this host took so far (tests wait on it)."""
 
     # -- lifecycle ---------------------------------------------------------------------------------------------
 
@@ -309,6 +340,8 @@ class HostService:
                         failure.reason,
                         failure.source or "unknown source",
                     )
+            # after discovery: a remote plugin has no runtime attached yet, and its listing fails at once
+            runtime_server = await _open_runtime_server(settings, host, stack)
             _refuse_secret_literals(settings, plugins)
             default_runner, default_config = await _default_runner(host, settings)
             directory = AgentDirectory(
@@ -337,6 +370,9 @@ class HostService:
                 membership=membership,
             )
             service.recovered_runs = recovered
+            service.runtime_server = runtime_server
+            if runtime_server is not None:
+                runtime_server.on_change = service._attachment_changed
             await service._start_watching()
             stack.push_async_callback(service._stop_watching)
             stack.push_async_callback(service._drain)
@@ -346,20 +382,202 @@ class HostService:
         notifications = self.notifications
         notifications.subscribe(AGENTS_CHANNEL, lambda _payload: self._agents_changed.set())
         notifications.subscribe(PG_RESULTS_CHANNEL, self._on_results)
-        notifications.subscribe(CANCEL_CHANNEL, self._on_cancel)
+        notifications.subscribe(REQUESTS_CHANNEL, self._on_request)
+        notifications.subscribe(ANSWERS_CHANNEL, self._on_answer)
         notifications.on_reconnect(self._agents_changed.set)
         notifications.on_reconnect(self._wake_all)
+        # requests announced while the connection was down were lost as notifications, never as rows
+        notifications.on_reconnect(self._requests_due.set)
         await notifications.start()
         if self.membership is not None:
             self.membership.start()
         self._watchers.append(asyncio.create_task(self._watch_agents(), name="agentrunner-agents-watch"))
         self._watchers.append(asyncio.create_task(self._sweep(), name="agentrunner-sweep"))
+        self._watchers.append(asyncio.create_task(self._watch_requests(), name="agentrunner-requests"))
+        if self.runtime_server is not None:
+            self._attachments_due.set()
+            self._watchers.append(
+                asyncio.create_task(self._watch_attachments(), name="agentrunner-attachments")
+            )
 
     async def _stop_watching(self) -> None:
         for task in self._watchers:
             task.cancel()
         await asyncio.gather(*self._watchers, return_exceptions=True)
         self._watchers.clear()
+        if self._starts:
+            await asyncio.gather(*self._starts, return_exceptions=True)
+
+    # -- remote runtimes ---------------------------------------------------------------------------------------
+
+    def _attachment_changed(self, plugin_id: str) -> None:
+        server = self.runtime_server
+        if server is not None and server.connection(plugin_id).connected:
+            # discovered again on next lookup (a failed discovery while none was attached is forgotten)
+            self.host.registry.add(server.connection(plugin_id))
+        self._attachments_due.set()
+
+    async def _watch_attachments(self) -> None:
+        """Keep ``runtime_attachments`` equal to the runtimes connected here (other hosts send their events)."""
+        server = self.runtime_server
+        assert server is not None
+        while True:
+            await self._attachments_due.wait()
+            self._attachments_due.clear()
+            me = self.host_id
+            if me is None:
+                continue
+            try:
+                for plugin_id in server.plugin_ids:
+                    if server.connection(plugin_id).connected:
+                        await self.stores.requests.attach(plugin_id, me)
+                    else:
+                        await self.stores.requests.detach(plugin_id, me)
+            except Exception as exc:
+                log.error("could not record the attached remote runtimes: %s", exc)
+                self._attachments_due.set()
+                await asyncio.sleep(_RETRY_SECONDS)
+
+    # -- requests from other hosts (stored, then announced) ----------------------------------------------------
+
+    @property
+    def host_id(self) -> str | None:
+        """This incarnation's id in the host registry (``None`` for a service built without :meth:`open`)."""
+        return None if self.membership is None else self.membership.host_id
+
+    def _on_request(self, payload: str) -> None:
+        if payload == self.host_id:
+            self._requests_due.set()
+
+    def _on_answer(self, payload: str) -> None:
+        wake = self._answers.get(payload)
+        if wake is not None:
+            wake.set()
+
+    async def _watch_requests(self) -> None:
+        """Take the requests stored for this host: when announced, when the listening connection came back,
+        and on a poll (the safety net on PostgreSQL, the only way on SQLite)."""
+        poll = _REQUESTS_POLL_LISTENING if self.notifications.listening else _REQUESTS_POLL_SQLITE
+        while True:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(poll):
+                    await self._requests_due.wait()
+            self._requests_due.clear()
+            try:
+                await self.take_requests()
+            except Exception as exc:
+                # the rows stay stored: the next round takes them
+                log.error("could not take the requests stored for this host: %s", exc)
+
+    async def take_requests(self) -> int:
+        """Act on every request stored for this host now (the watcher does it on its own); returns how many."""
+        me = self.host_id
+        if me is None or not await self.stores.requests.has_pending(me):
+            return 0
+        taken = await self.stores.requests.take(me)
+        for request in taken:
+            if request.kind == "cancel" and request.run_id is not None:
+                self._cancel_here(request.run_id)
+            elif request.kind == "start":
+                task = asyncio.create_task(
+                    self._start_requested(request), name=f"agentrunner-start-{request.request_id}"
+                )
+                self._starts.add(task)
+                task.add_done_callback(self._starts.discard)
+        self.requests_taken += len(taken)
+        return len(taken)
+
+    def _cancel_here(self, run_id: str) -> None:
+        if self.host.orchestrator.handle(run_id) is None:
+            return  # already ended (or never started here)
+        task = asyncio.create_task(
+            self.host.orchestrator.cancel(run_id, reason="cancelled through the API of another host"),
+            name=f"agentrunner-cancel-{run_id}",
+        )
+        self._cancels.add(task)
+        task.add_done_callback(self._cancels.discard)
+
+    async def _start_requested(self, request: HostRequest) -> None:
+        """Start the run of an event another host sent here (this host has the plugin's runtime attached) and
+        answer with its id or the error."""
+        body = request.body or {}
+        answer: dict[str, JsonValue]
+        try:
+            event = AgentEventEnvelope.model_validate(body.get("event"))
+            agent = body.get("agent_id")
+            feed = await self.submit(event, agent_id=agent if isinstance(agent, str) else None)
+            answer = {"run_id": feed.run_id}
+        except DuplicateEventError as exc:
+            answer = {"error": "duplicate_event", "event_id": exc.event_id, "run_id": exc.run_id}
+        except BindingNotFoundError as exc:
+            answer = {"error": "binding_not_found", "message": exc.message}
+        except RunnerDisabledError as exc:
+            answer = {"error": "runner_disabled", "message": exc.reason, "runner_id": exc.runner_id}
+        except HostError as exc:
+            answer = {"error": "host_error", "message": exc.message}
+        except ValidationError as exc:
+            answer = {
+                "error": "host_error",
+                "message": f"the forwarded event is invalid: {exc.error_count()} error(s)",
+            }
+        try:
+            await self.stores.requests.answer(request.request_id, answer)
+            await self.notifications.notify(ANSWERS_CHANNEL, request.request_id)
+        except Exception as exc:
+            log.error("could not answer the start request %s: %s", request.request_id, exc)
+
+    async def _runtime_host_for(self, event: AgentEventEnvelope, agent_id: str | None) -> str | None:
+        """The host to send *event* to: one with a runtime of the runner's plugin attached, when that plugin is
+        served by remote runtimes and none is connected here. ``None``: run it here."""
+        server = self.runtime_server
+        if server is None:
+            return None
+        try:
+            binding = (
+                self.directory.direct_binding(agent_id)
+                if agent_id is not None
+                else self.refresh_bindings().resolve(event)
+            )
+            plugin_id = RunnerId.parse(binding.runner_id).plugin_id
+        except (HostError, InvalidRunnerIdError):
+            return None  # submitting here stores the event and reports why it cannot run
+        if plugin_id not in server.plugin_ids or server.connection(plugin_id).connected:
+            return None
+        me = self.host_id
+        return next((h for h in await self.stores.requests.attached(plugin_id) if h != me), None)
+
+    async def _hand_off(self, target: str, event: AgentEventEnvelope, agent_id: str | None) -> str | None:
+        """Send *event* to *target* and wait for the id of the run it started there (or its error, raised here).
+        ``None`` when *target* did not take it in time (the caller then runs it here)."""
+        body: dict[str, JsonValue] = {"event": event.model_dump(mode="json"), "agent_id": agent_id}
+        requests = self.stores.requests
+        request_id = await requests.ask(target, "start", body=body)
+        wake = self._answers.setdefault(request_id, asyncio.Event())
+        poll = _FOLLOW_SAFETY_SECONDS / 5 if self.notifications.listening else _POLL_SECONDS
+        try:
+            await self.notifications.notify(REQUESTS_CHANNEL, target)
+            loop = asyncio.get_running_loop()
+            claim_by = loop.time() + _HANDOFF_CLAIM_SECONDS
+            answer_by = loop.time() + _HANDOFF_ANSWER_SECONDS
+            while True:
+                claimed, answer = await requests.answer_of(request_id)
+                if answer is not None:
+                    break
+                if not claimed and loop.time() > claim_by and await requests.withdraw(request_id):
+                    log.warning(
+                        "host %s did not take event %s in time; running it here", target, event.event_id
+                    )
+                    return None
+                if loop.time() > answer_by:
+                    raise HostError(f"host {target} took event {event.event_id} but did not answer in time")
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(poll):
+                        await wake.wait()
+                wake.clear()
+        finally:
+            self._answers.pop(request_id, None)
+        await requests.drop(request_id)
+        return _answered_run(answer)
 
     async def sweep_expired(self) -> tuple[int, int]:
         """Delete expired state values and artifacts now (the sweeper does it every
@@ -442,8 +660,22 @@ class HostService:
         """Use a new binding set from the next event on."""
         self.host.orchestrator.bindings = bindings
 
+    async def accept(self, event: AgentEventEnvelope, *, agent_id: str | None = None) -> str:
+        """Submit an event wherever its run can execute and return the run's id: here, or — when its runner's
+        plugin is served by remote runtimes, none is attached here and one is attached to another host — on
+        that host (the run is then followed like any run of another host). Raises what :meth:`submit` raises.
+        """
+        if self._closing:
+            raise HostError("the host is shutting down")
+        target = await self._runtime_host_for(event, agent_id)
+        if target is not None:
+            run_id = await self._hand_off(target, event, agent_id)
+            if run_id is not None:
+                return run_id
+        return (await self.submit(event, agent_id=agent_id)).run_id
+
     async def submit(self, event: AgentEventEnvelope, *, agent_id: str | None = None) -> RunFeed:
-        """Submit an event and return the feed of its run; with *agent_id* the event goes to that agent
+        """Submit an event here and return the feed of its run; with *agent_id* the event goes to that agent
         directly instead of through the bindings.
 
         Raises ``BindingNotFoundError``, ``DuplicateEventError`` (with the first run's id), ``RunnerNotFoundError``.
@@ -592,16 +824,6 @@ class HostService:
             for wake in watchers:
                 wake.set()
 
-    def _on_cancel(self, payload: str) -> None:
-        if self.host.orchestrator.handle(payload) is None:
-            return  # not ours (or already ended): the owner is another host
-        task = asyncio.create_task(
-            self.host.orchestrator.cancel(payload, reason="cancelled through the API of another host"),
-            name=f"agentrunner-cancel-{payload}",
-        )
-        self._cancels.add(task)
-        task.add_done_callback(self._cancels.discard)
-
     async def wait_ended(self, run_id: str) -> None:
         """Wait until the run is no longer ``running`` in the store (whichever host executes it)."""
         feed = self._feeds.get(run_id)
@@ -614,9 +836,11 @@ class HostService:
                 wake.clear()
 
     async def cancel(self, run_id: str) -> bool:
-        """Cancel a run: a live run here at once; a run another host executes through that host (PostgreSQL
-        announces the request to it). False when the run is not running, or runs in another process this
-        host cannot reach (SQLite). Raises :class:`NotFoundError` for an unknown run."""
+        """Cancel a run: a live run here at once; a run another host (or process on the same SQLite file)
+        executes through a request stored for that host, which takes it when announced (PostgreSQL), when its
+        listening connection comes back, or on its next poll. False when the run is not running, or was
+        started without an owner (by a version without the host registry). Raises :class:`NotFoundError` for
+        an unknown run."""
         if await self.host.orchestrator.cancel(run_id, reason="cancelled through the API"):
             return True
         if self._feeds.get(run_id) is not None:
@@ -624,14 +848,10 @@ class HostService:
         record = await self.stores.runs.get(run_id)
         if record is None:
             raise NotFoundError(f"run {run_id!r} does not exist")
-        mine = None if self.membership is None else self.membership.host_id
-        if (
-            record.status == "running"
-            and self.notifications.listening
-            and record.owner_host is not None
-            and record.owner_host != mine
-        ):
-            await self.notifications.notify(CANCEL_CHANNEL, run_id)
+        owner = record.owner_host
+        if record.status == "running" and owner is not None and owner != self.host_id:
+            await self.stores.requests.ask(owner, "cancel", run_id=run_id)
+            await self.notifications.notify(REQUESTS_CHANNEL, owner)
             return True
         return False
 
@@ -847,3 +1067,64 @@ async def _default_runner(host: Host, settings: Settings) -> tuple[str | None, d
     if runner_id is None and settings.config.defaults.binding:
         log.warning("no default runner is installed; events without a binding are refused")
     return runner_id, config
+
+
+def _answered_run(answer: Mapping[str, JsonValue]) -> str:
+    """The run id in another host's answer to a start request, or its error raised as the host error."""
+    run_id = answer.get("run_id")
+    error = answer.get("error")
+    message = str(answer.get("message") or "the other host refused the event")
+    if error is None and isinstance(run_id, str):
+        return run_id
+    match error:
+        case "duplicate_event":
+            event_id = str(answer.get("event_id") or "?")
+            raise DuplicateEventError(event_id, run_id=run_id if isinstance(run_id, str) else None)
+        case "binding_not_found":
+            raise BindingNotFoundError(message)
+        case "runner_disabled":
+            raise RunnerDisabledError(str(answer.get("runner_id") or "?"), message)
+        case _:
+            raise HostError(message)
+
+
+async def _open_runtime_server(
+    settings: Settings, host: Host, stack: contextlib.AsyncExitStack
+) -> RemoteRuntimeServer | None:
+    """Start the ``[runtime_server]`` endpoint when plugins are configured for it, and register each plugin's
+    connection with the host (a run waits up to ``connect_timeout_seconds`` for its runtime)."""
+    section = settings.config.runtime_server
+    if not section.plugins:
+        return None
+    tokens: dict[str, str] = {}
+    for plugin in section.plugins:
+        token = settings.environ.get(plugin.token_env)
+        if not token:
+            raise ConfigurationError(
+                f"runtime_server: the token of {plugin.plugin_id} (${plugin.token_env}) is not set"
+            )
+        weakness = token_weakness(token)
+        if weakness is not None:
+            raise ConfigurationError(
+                f"runtime_server: the token of {plugin.plugin_id} is too weak: {weakness}"
+            )
+        tokens[plugin.plugin_id] = token
+    runners = settings.config.runners
+    server = RemoteRuntimeServer(
+        host.dispatcher,
+        tokens=tokens,
+        host=section.host,
+        port=section.port,
+        connect_timeout=section.connect_timeout_seconds,
+        ping_interval=runners.ping_interval_seconds or None,
+        ping_timeout=runners.ping_timeout_seconds,
+        cancel_grace=runners.cancel_grace_seconds,
+        # discovery must not stall on a plugin whose runtime is attached to another host (or not yet)
+        list_timeout=0,
+    )
+    await server.start()
+    stack.push_async_callback(server.aclose)
+    log.info("remote runtimes attach at %s (plugins: %s)", server.url, ", ".join(tokens))
+    for plugin_id in tokens:
+        host.registry.add(server.connection(plugin_id))
+    return server

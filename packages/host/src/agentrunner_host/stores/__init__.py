@@ -30,6 +30,7 @@ from .errors import (
 )
 from .events import MAX_SUMMARY_CHARS, AppendOutcome, EventEntry, EventKind, EventLog, StoredEvent
 from .facade import HostStores
+from .host_requests import HostRequest, HostRequestStore, RequestKind
 from .hosts import HostRecord, HostStore
 from .idempotency import IdempotencyStore
 from .journal import DEFAULT_FLUSH_WINDOW, ResultLog, ResultLogError
@@ -92,6 +93,9 @@ __all__ = [
     # host registry
     "HostRecord",
     "HostStore",
+    "HostRequest",
+    "HostRequestStore",
+    "RequestKind",
     # operator controls and the audit query
     "AuditEntry",
     "AuditFilter",

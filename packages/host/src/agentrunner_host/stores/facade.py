@@ -17,6 +17,7 @@ from .artifacts import ArtifactStore
 from .audit import AuditLog
 from .controls import RunnerControlStore
 from .events import EventLog
+from .host_requests import HostRequestStore
 from .hosts import HostStore
 from .idempotency import IdempotencyStore
 from .journal import DEFAULT_FLUSH_WINDOW
@@ -76,6 +77,8 @@ class HostStores:
     """The host registry (heartbeat leases of every host process on the database)."""
     controls: RunnerControlStore
     """Operator controls on runners (the disable switch)."""
+    requests: HostRequestStore
+    """Requests between hosts (cancel, start on an attached runtime) and the remote runtimes' attachments."""
     audit: AuditLog
     """The stored back-call audit, as a query."""
 
@@ -100,6 +103,7 @@ class HostStores:
         self.agents = AgentStore(db)
         self.hosts = HostStore(db)
         self.controls = RunnerControlStore(db)
+        self.requests = HostRequestStore(db)
         self.audit = AuditLog(db)
 
     @property

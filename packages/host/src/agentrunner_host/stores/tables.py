@@ -48,12 +48,14 @@ __all__ = [
     "ChangeCounterRow",
     "Base",
     "EventRow",
+    "HostRequestRow",
     "HostRow",
     "IdempotencyRow",
     "JSONText",
     "ResultRow",
     "RunRow",
     "RunnerControlRow",
+    "RuntimeAttachmentRow",
     "SequenceCounterRow",
     "StateRow",
     "StorageRow",
@@ -478,3 +480,41 @@ class HostRow(Base):
     """Last renewal, Unix epoch milliseconds (database clock)."""
     lease_expires_at: Mapped[int] = mapped_column(BigInteger, index=True)
     """The host counts as gone from this instant on, unless it renews (database clock)."""
+
+
+class HostRequestRow(Base):
+    """A request addressed to one host, stored so that it is not lost with a notification: the target claims
+    it when told (``NOTIFY agentrunner_requests``), when its listening connection reconnects, and on a poll."""
+
+    __tablename__ = "host_requests"
+
+    request_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    """Random id."""
+    target_host: Mapped[str] = mapped_column(String(64), index=True)
+    """The host incarnation that must act (``hosts.host_id``)."""
+    kind: Mapped[str] = mapped_column(String(16))
+    """``cancel`` (a run the target executes) or ``start`` (an event for a runtime attached to the target)."""
+    run_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    """The run to cancel."""
+    body: Mapped[Any] = mapped_column(JSONText, nullable=True)
+    """What a ``start`` needs (the event and the agent id)."""
+    created_at: Mapped[int] = mapped_column(BigInteger)
+    """Unix epoch milliseconds."""
+    claimed_at: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    """When the target took a ``start`` request (a claimed one is no longer withdrawn by its sender)."""
+    answer: Mapped[Any] = mapped_column(JSONText, nullable=True)
+    """The target's answer to a ``start`` (the run id, or the error)."""
+
+
+class RuntimeAttachmentRow(Base):
+    """A remote runtime (``agentrunner-plugin --connect``) attached to one host: where events for its plugin's
+    runners are sent when they reach a host without one."""
+
+    __tablename__ = "runtime_attachments"
+
+    plugin_id: Mapped[str] = mapped_column(String(255), primary_key=True)
+    """``author/plugin`` (the identity of the runtime's token)."""
+    host_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    """The host incarnation it is connected to."""
+    attached_at: Mapped[int] = mapped_column(BigInteger)
+    """Unix epoch milliseconds."""
