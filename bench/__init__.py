@@ -31,6 +31,11 @@ SUITES: list[SuiteRef] = [
         "HTTP-API runners: a streamed run against a fake vs a bare httpx client",
     ),
     SuiteRef(
+        "cluster",
+        "bench.cluster",
+        "Several hosts on one PostgreSQL: 3 hosts vs 1, and B-side latency of A's results (needs PostgreSQL)",
+    ),
+    SuiteRef(
         "harness",
         "bench.harness_runners",
         "Harness runners: a claude-code / codex run vs the same CLI spawned bare, same fake model API",

@@ -1,19 +1,19 @@
-"""Several hosts on one PostgreSQL (issue 20): throughput of 3 ``agentrunner serve`` processes vs 1, and the
-latency a client on host B sees for results produced on host A.
+"""Cluster suite: several hosts on one PostgreSQL (issue 20), three real ``agentrunner serve`` processes on
+one fresh database (``AGENTRUNNER_TEST_PG_URL``; without it the suite has no rows).
 
-``python -m bench.cluster`` (needs ``AGENTRUNNER_TEST_PG_URL`` or ``--database-url``; a fresh database is
-created and dropped). Not a registered suite: it needs PostgreSQL, which ``python -m bench --quick`` in CI
-does not assume.
+Rows (``python -m bench --only cluster``), each subject next to its floor in the same run, round-robin:
 
-* **Throughput**: 1 host, then 3 hosts, then 1 host again (same database, same run), each with the same
-  number of concurrent clients posting ``POST /v1/events?wait=true`` (echo runner) for a fixed time, spread
-  round-robin over the hosts running. Reported: completed runs per second, and 3 hosts ÷ 1 host.
-* **Cross-host latency**: a run on A (the ``tests/slow`` dripper: 50 results 20 ms apart) read over SSE at
-  the same time by a client of A and a client of B; per result, the time B's client got it minus the time
-  A's client got it (both clocks are one ``perf_counter`` of this process), p50 / p95 / max.
+* **3 hosts vs 1**: a batch of concurrent clients, each posting ``POST /v1/events?wait=true`` (echo runner),
+  spread round-robin over the 3 hosts, next to the same batch all on host A. Per completed run; a ratio below
+  1 means 3 hosts complete runs faster than 1 (1 / ratio is the throughput gain). Goal: ≤ 1x — on a 2-core
+  machine shared with the load generator the hosts cannot scale linearly, they must not be slower.
+* **B-side latency of A's results**: a run posted to A (the ``tests/slow`` dripper, 10 results, no delay)
+  read to its terminal over SSE by a client of **B**, next to the same read by a client of A: what following a
+  run from another host costs (store replay plus ``NOTIFY`` wake-ups). Goal: ≤ 2x.
 
-The machine's core count and load average are printed with the figures: on 2 cores shared with the load
-generator, 3 hosts cannot scale linearly (see bench/RESULTS.md for what limits it).
+``python -m bench.cluster`` prints what the table cannot hold, from the same kind of three hosts: runs/s of
+1, 3, then 1 host again for a fixed time, and per result the time a client on B got it minus the time a
+client on A got it (p50 / p95 / max), with the core count and the load average.
 """
 
 from __future__ import annotations
@@ -34,13 +34,14 @@ from pathlib import Path
 
 import httpx
 from agentrunner_host.stores.engine import create_engine
-from httpx_sse import connect_sse
+from httpx_sse import aconnect_sse, connect_sse
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
+from ._framework import Goal, Measure, SuiteContext
 from .http_echo import _free_port, _wait_ready
 
-__all__ = ["main"]
+__all__ = ["main", "measures"]
 
 PLUGINS = Path(__file__).resolve().parents[1] / "tests" / "service" / "plugins"
 
@@ -66,33 +67,66 @@ def _database(base_url: str) -> Generator[str]:
 
 
 @contextmanager
-def _serve(home: Path, name: str, url: str) -> Generator[str]:
-    port = _free_port()
-    config = home / f"{name}.toml"
-    config.write_text(
-        f'[runners]\nplugin_dirs = ["{PLUGINS}"]\n\n[cluster]\nhost_name = "bench-{name}"\n'
-        '\n[[agents]]\nagent_id = "drip"\nrunner_id = "plugin:tests/slow/dripper"\n'
-        "runner_config = { count = 50, delay_ms = 20 }\n"
-        '\n[[bindings]]\nbinding_id = "drip"\nagent_id = "drip"\nscope = { type = "bot", id = "drip" }\n'
-    )
+def _serve(home: Path, names: str, url: str) -> Generator[list[str]]:
+    """One ``serve`` per name on *url*, started together (they migrate one after the other under the
+    advisory lock); yields their base URLs once all are ready."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTRUNNER_")}
     env["AGENTRUNNER_DATABASE_URL"] = url
-    args = [sys.executable, "-m", "agentrunner_host.cli", "serve", "--port", str(port)]
-    args += ["--data-dir", str(home / name), "--config", str(config)]
-    log = (home / f"{name}.log").open("ab")
-    process = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        _wait_ready(base, process, "/readyz")
-        yield base
-    finally:
-        process.terminate()
+    started: list[tuple[str, subprocess.Popen[bytes]]] = []
+    with ExitStack() as logs:
         try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        log.close()
+            for name in names:
+                port = _free_port()
+                config = home / f"{name}.toml"
+                config.write_text(_CONFIG.format(plugins=PLUGINS, name=name))
+                args = [sys.executable, "-m", "agentrunner_host.cli", "serve", "--port", str(port)]
+                args += ["--data-dir", str(home / name), "--config", str(config)]
+                log = logs.enter_context((home / f"{name}.log").open("ab"))
+                process = subprocess.Popen(
+                    args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env
+                )
+                started.append((f"http://127.0.0.1:{port}", process))
+            for base, process in started:
+                _wait_ready(base, process, "/readyz")
+            yield [base for base, _ in started]
+        finally:
+            for _, process in started:
+                process.terminate()
+            for _, process in started:
+                try:
+                    process.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()
+
+
+_CONFIG = """
+[runners]
+plugin_dirs = ["{plugins}"]
+
+[cluster]
+host_name = "bench-{name}"
+
+[[agents]]
+agent_id = "drip"
+runner_id = "plugin:tests/slow/dripper"
+runner_config = {{ count = 50, delay_ms = 20 }}
+
+[[bindings]]
+binding_id = "drip"
+agent_id = "drip"
+scope = {{ type = "bot", id = "drip" }}
+
+[[agents]]
+agent_id = "drip10"
+runner_id = "plugin:tests/slow/dripper"
+runner_config = {{ count = 10, delay_ms = 0 }}
+
+[[bindings]]
+binding_id = "drip10"
+agent_id = "drip10"
+scope = {{ type = "bot", id = "drip10" }}
+"""
 
 
 async def _throughput(bases: list[str], *, clients: int, seconds: float) -> float:
@@ -145,6 +179,65 @@ def _cross_host_latency(a: str, b: str, *, runs: int) -> list[float]:
     return gaps
 
 
+def measures(ctx: SuiteContext) -> list[Measure]:
+    base_url = os.environ.get("AGENTRUNNER_TEST_PG_URL")
+    if not base_url:
+        return []  # needs PostgreSQL; said in the module docstring and bench/README.md
+    stack = ExitStack()
+    ctx.add_cleanup(stack.close)
+    home = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="agentrunner-bench-cluster-")))
+    url = stack.enter_context(_database(base_url))
+    bases = stack.enter_context(_serve(home, "abc", url))
+    clients = 6 if ctx.quick else 12
+    pools = [httpx.AsyncClient(base_url=base, timeout=120) for base in bases]
+    ctx.add_cleanup(lambda: asyncio.gather(*(pool.aclose() for pool in pools)))
+
+    async def post_wait(pool: httpx.AsyncClient) -> None:
+        answer = await pool.post("/v1/events?wait=true", json={"text": "hello"})
+        if answer.status_code != 200 or answer.json()["run"]["status"] != "completed":
+            raise RuntimeError(f"an echo run did not complete: {answer.status_code} {answer.text[:200]}")
+
+    async def three_hosts() -> None:
+        await asyncio.gather(*(post_wait(pools[i % 3]) for i in range(clients)))
+
+    async def one_host() -> None:
+        await asyncio.gather(*(post_wait(pools[0]) for _ in range(clients)))
+
+    async def follow_to_end(reader: httpx.AsyncClient) -> None:
+        accepted = await pools[0].post("/v1/events", json={"text": "go", "bot_id": "drip10"})
+        run_id = accepted.json()["run_id"]
+        async with aconnect_sse(reader, "GET", f"/v1/runs/{run_id}/results?stream=true") as source:
+            last = [event.event async for event in source.aiter_sse()][-1]
+        if last != "run.completed":
+            raise RuntimeError(f"run {run_id} ended {last}")
+
+    async def read_on_b() -> None:
+        await follow_to_end(pools[1])
+
+    async def read_on_a() -> None:
+        await follow_to_end(pools[0])
+
+    return [
+        Measure(
+            f"3 hosts on one PostgreSQL, {clients} concurrent echo runs (wait=true), round-robin",
+            three_hosts,
+            floor=one_host,
+            floor_name=f"the same {clients} concurrent runs, all on one of the three hosts",
+            goal=Goal.ratio(1.0, source="issue 20: 3 hosts vs 1 on one PostgreSQL (2 cores: not linear)"),
+            unit="µs/run",
+            per=clients,
+        ),
+        Measure(
+            "a 10-result run posted to host A, read to its end over SSE on host B",
+            read_on_b,
+            floor=read_on_a,
+            floor_name="the same run posted to and read on host A, which executes it",
+            goal=Goal.ratio(2.0, source="issue 20: B-side latency of A's results"),
+            unit="µs/run",
+        ),
+    ]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.cluster")
     parser.add_argument("--database-url", default=os.environ.get("AGENTRUNNER_TEST_PG_URL"))
@@ -157,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"cores: {os.cpu_count()}, load average before: {os.getloadavg()}")
     with tempfile.TemporaryDirectory() as tmp, _database(args.database_url) as url, ExitStack() as stack:
         home = Path(tmp)
-        bases = [stack.enter_context(_serve(home, name, url)) for name in "abc"]
+        bases = stack.enter_context(_serve(home, "abc", url))
         asyncio.run(_throughput(bases[:1], clients=args.clients, seconds=2))  # warm-up
         one_a = asyncio.run(_throughput(bases[:1], clients=args.clients, seconds=args.seconds))
         three = asyncio.run(_throughput(bases, clients=args.clients, seconds=args.seconds))

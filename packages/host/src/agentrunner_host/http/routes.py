@@ -869,7 +869,7 @@ ENDPOINTS: Final[tuple[Endpoint, ...]] = (
                 "Cancellation accepted earlier or now; the run has not ended yet (`cancelling`).",
             ),
             404: _E404,
-            409: (ErrorBody, "The run executes in another process."),
+            409: (ErrorBody, "The run was recorded without an owner host, so no host can be asked to cancel it."),
         },
     ),
     Endpoint(
