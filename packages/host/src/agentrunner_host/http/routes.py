@@ -869,7 +869,10 @@ ENDPOINTS: Final[tuple[Endpoint, ...]] = (
                 "Cancellation accepted earlier or now; the run has not ended yet (`cancelling`).",
             ),
             404: _E404,
-            409: (ErrorBody, "The run was recorded without an owner host, so no host can be asked to cancel it."),
+            409: (
+                ErrorBody,
+                "The run was recorded without an owner host, so no host can be asked to cancel it.",
+            ),
         },
     ),
     Endpoint(
