@@ -39,7 +39,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
 from ._framework import Goal, Measure, SuiteContext
-from .http_echo import _free_port, _wait_ready
+from .http_echo import _free_port
 
 __all__ = ["main", "measures"]
 
@@ -87,7 +87,7 @@ def _serve(home: Path, names: str, url: str) -> Generator[list[str]]:
                 )
                 started.append((f"http://127.0.0.1:{port}", process))
             for base, process in started:
-                _wait_ready(base, process, "/readyz")
+                _until_ready(base, process)
             yield [base for base, _ in started]
         finally:
             for _, process in started:
@@ -98,6 +98,25 @@ def _serve(home: Path, names: str, url: str) -> Generator[list[str]]:
                 except subprocess.TimeoutExpired:
                     process.kill()
                     process.wait()
+
+
+_START_TIMEOUT = 300.0
+"""Seconds three hosts may take to start together on a loaded machine (they migrate one after the other)."""
+
+
+def _until_ready(base: str, process: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + _START_TIMEOUT
+    while True:
+        if process.poll() is not None:
+            raise RuntimeError(f"serve at {base} exited early ({process.returncode})")
+        try:
+            if httpx.get(base + "/readyz", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"serve at {base} did not become ready in {_START_TIMEOUT:g} s")
+        time.sleep(0.1)
 
 
 _CONFIG = """
