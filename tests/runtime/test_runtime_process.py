@@ -290,6 +290,29 @@ async def test_a_hung_child_is_killed_with_its_whole_process_group(handler: Fake
     assert info.value.code in {"runtime.closed", "runtime.crashed"}
 
 
+async def test_an_aclose_cancelled_during_the_grace_period_still_kills_the_group(
+    handler: FakeBackCallHandler,
+) -> None:
+    """The caller gives up on aclose while the child is still in its grace period (a check's loop shutting down
+    cancels every task): the process group is killed and the pipes closed anyway, so nothing outlives the loop
+    with open pipe transports (CI saw that ResourceWarning in the harness conformance out of process)."""
+    conn = SubprocessRunnerConnection(_echo_spec(), handler, options=RuntimeOptions(close_grace=_HANG_GUARD))
+    stream = conn.run(make_request("spawner", run_id="run-cancelled-close"))
+    grandchild = _message(await anext(stream))["grandchild"]
+    child = conn.pid
+    assert child is not None
+    closing = asyncio.create_task(conn.aclose())
+    # aclose is now waiting out the grace period (the spawner's child ignores its stdin closing).
+    assert not await _eventually(lambda: not pid_alive(child), within=0.5)
+    closing.cancel()
+    with pytest.raises(asyncio.CancelledError):  # noqa: PT011 - a cancellation has no message
+        await closing
+    assert await _wait_dead(child, within=_HANG_GUARD)
+    assert await _wait_dead(grandchild, within=_HANG_GUARD)
+    with pytest.raises(RunnerTransportError, match="plugin tests/echo: the host closed the connection"):
+        await anext(stream)
+
+
 async def test_what_a_dead_child_spawned_is_swept_after_the_child_is_reaped(
     handler: FakeBackCallHandler,
 ) -> None:

@@ -144,6 +144,24 @@ class _Child:
         if self._stopped:
             return
         self._stopped = True
+        try:
+            await self._stop(grace=grace)
+        except BaseException:
+            # This stop was cancelled part way (a check's loop shutting down, a caller giving up): kill the
+            # group and close the pipes synchronously, so no child outlives its event loop with open pipe
+            # transports (a ResourceWarning, and a pid the closed loop can no longer reap).
+            self.kill_group()
+            self._close_transport()
+            raise
+        finally:
+            self.group.close()
+
+    def _close_transport(self) -> None:
+        transport: Any = getattr(self.proc, "_transport", None)
+        if transport is not None:
+            transport.close()  # closes the pipes, so the transport finishes and wait() returns
+
+    async def _stop(self, *, grace: float) -> None:
         if self.watchdog is not None and self.watchdog is not asyncio.current_task():
             self.watchdog.cancel()
         plugin_id = self.session.plugin_id
@@ -166,13 +184,10 @@ class _Child:
             _log.error("plugin %s (pid %d) survived SIGKILL for 5s", plugin_id, self.proc.pid)
         await self.session.aclose()
         await _finish(self.stderr_task, timeout=1.0)
-        transport: Any = getattr(self.proc, "_transport", None)
-        if transport is not None:
-            transport.close()  # closes the pipes, so the transport finishes and wait() returns
+        self._close_transport()
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(2.0):  # never wait_for: it can swallow the caller's cancellation
                 await self.proc.wait()
-        self.group.close()
 
 
 async def _finish(task: asyncio.Task[None], *, timeout: float) -> None:
