@@ -209,7 +209,11 @@ def measures(ctx: SuiteContext) -> list[Measure]:
     bases = stack.enter_context(_serve(home, "abc", url))
     clients = 6 if ctx.quick else 12
     pools = [httpx.AsyncClient(base_url=base, timeout=120) for base in bases]
-    ctx.add_cleanup(lambda: asyncio.gather(*(pool.aclose() for pool in pools)))
+
+    async def close_pools() -> None:
+        await asyncio.gather(*(pool.aclose() for pool in pools))
+
+    ctx.add_cleanup(close_pools)
 
     async def post_wait(pool: httpx.AsyncClient) -> None:
         answer = await pool.post("/v1/events?wait=true", json={"text": "hello"})
