@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 EXPECTED_ROWS = [
@@ -94,3 +96,24 @@ def test_verdicts_async_operations_cleanups_and_a_broken_suite(tmp_path: Path) -
         "sync cleanup",
         "broken suite cleanup",
     ]
+
+
+def test_the_postgresql_writes_module_runs_and_counts_two_round_trips_per_run() -> None:
+    """``bench.pg_writes`` (not registered: it needs a server) runs in quick mode against the test PostgreSQL,
+    prints its two rows and counts the one-statement path at two statements and no ``BEGIN`` per run."""
+    if not os.environ.get("AGENTRUNNER_TEST_PG_URL"):
+        if os.environ.get("AGENTRUNNER_REQUIRE_PG") == "1":
+            pytest.fail("AGENTRUNNER_REQUIRE_PG=1 but AGENTRUNNER_TEST_PG_URL is not set")
+        pytest.skip("needs AGENTRUNNER_TEST_PG_URL (source .ci/postgres.sh)")
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", "--quick", "--repeats", "1", "--module", "bench.pg_writes"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "one statement 2 + 0 + 0," in done.stdout
+    rows = [line for line in done.stdout.splitlines() if line.startswith("| pg_writes |")]
+    assert len(rows) == 2, done.stdout
