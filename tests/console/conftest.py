@@ -209,7 +209,15 @@ class Browser:
         page.wait_for_url("**/login?next=*")
         page.get_by_label("API token").fill(self.server.token)
         page.get_by_role("button", name="Sign in").click()
-        page.wait_for_url(self.server.base + path)
+        try:
+            page.wait_for_url(self.server.base + path)
+        except Exception as exc:
+            # Seen once under load (not understood yet): say where the page was and what the login form said.
+            error = page.locator("#login-error")
+            said = error.inner_text() if error.count() and error.is_visible() else "nothing"
+            raise AssertionError(
+                f"sign-in did not reach {path}: the page is at {page.url}, the form said {said}"
+            ) from exc
 
     def foreign_requests(self) -> list[str]:
         """Requests for anything but the server itself."""
