@@ -97,8 +97,11 @@ async def test_the_local_agent_form_is_generated_from_its_schema(client: httpx.A
     assert 'data-kind="integer"' in turns and 'value="10"' in turns and ">History turns<" in turns
     think = _field(html, "remove-think")
     assert 'data-kind="boolean"' in think and 'type="checkbox"' in think and "checked" not in think
-    prompt = _field(html, "prompt")
-    assert 'data-kind="json"' in prompt and "You are a helpful assistant." in html_lib.unescape(prompt)
+    prompt = html[html.index('data-name="prompt"') : html.index('data-name="knowledge-bases"')]
+    assert 'data-kind="prompt"' in prompt and "data-message-template" in prompt
+    row = re.search(r"<div class=\"message-row\" data-message>.*?</div>", prompt, re.S)
+    assert row is not None and "<option selected>system</option>" in row.group(0)
+    assert "You are a helpful assistant." in html_lib.unescape(row.group(0))
     # the runner picker lists the installed runners
     assert f'<option value="{DIFY}"' in html
 
@@ -205,3 +208,15 @@ def test_a_stored_literal_secret_is_never_put_in_the_form() -> None:
     assert literal.kind == "secret" and literal.text == "" and "literal value is stored" in literal.note
     assert "s3cr3t" not in repr(literal)
     assert ref.text == "APP_CODE" and ref.note == ""
+
+
+def test_a_prompt_that_is_not_a_message_list_is_kept_as_json() -> None:
+    """The prompt editor takes a list of role/content messages; a string prompt (or one with other keys)
+    is shown as JSON so saving it again changes nothing."""
+    item = DynamicFormItemSchema(name="prompt", type="prompt-editor", label=I18nObject(en_US="Prompt"))
+    [editor] = form_fields([item], {"prompt": [{"role": "user", "content": "hi"}]}, locale="en_US")
+    assert editor.kind == "prompt" and editor.messages == (("user", "hi"),)
+    [text] = form_fields([item], {"prompt": "be brief"}, locale="en_US")
+    assert text.kind == "json" and text.text == '"be brief"'
+    [extra] = form_fields([item], {"prompt": [{"role": "user", "content": "x", "name": "n"}]}, locale="en_US")
+    assert extra.kind == "json"

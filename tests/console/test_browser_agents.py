@@ -105,8 +105,15 @@ def test_create_a_local_agent_from_its_form_and_chat_with_it(
     page.get_by_label("Agent id").fill("helper")
     page.get_by_label("Label").fill("Console helper")
     form.locator('[data-name="model"] select[data-part="primary"]').select_option("fake-llm")
-    prompt = form.locator('[data-name="prompt"] textarea')
-    prompt.fill(f'[{{"role": "system", "content": "{SYSTEM_PROMPT}"}}]')
+    # the prompt editor: the default system message is there; replace its text and add a user example
+    prompt = form.locator('[data-name="prompt"]')
+    expect(prompt.locator("[data-message]")).to_have_count(1)
+    prompt.locator('[data-message] [data-part="content"]').fill(SYSTEM_PROMPT)
+    prompt.get_by_role("button", name="Add message").click()
+    expect(prompt.locator("[data-message]")).to_have_count(2)
+    added = prompt.locator("[data-message]").nth(1)
+    added.locator('[data-part="role"]').select_option("user")
+    added.locator('[data-part="content"]').fill("Answer in one sentence.")
     page.get_by_label("History turns").fill("3")
     page.evaluate("window.scrollTo(0, 0)")
     screenshot(page, "agent-form")
@@ -123,7 +130,10 @@ def test_create_a_local_agent_from_its_form_and_chat_with_it(
     assert stored["label"] == "Console helper"
     config = stored["runner_config"]
     assert config["model"] == {"primary": "fake-llm", "fallbacks": []}
-    assert config["prompt"] == [{"role": "system", "content": SYSTEM_PROMPT}]
+    assert config["prompt"] == [
+        {"role": "system", "content": SYSTEM_PROMPT},
+        {"role": "user", "content": "Answer in one sentence."},
+    ]
     assert config["history-turns"] == 3  # a number, not the input's text
     assert config["remove-think"] is False
 
@@ -145,6 +155,7 @@ def test_create_a_local_agent_from_its_form_and_chat_with_it(
     assert body["model"] == "fake-model-1"
     messages = body["messages"]
     assert messages[0] == {"role": "system", "content": SYSTEM_PROMPT}
+    assert messages[1] == {"role": "user", "content": "Answer in one sentence."}
     assert messages[-1]["role"] == "user" and "what are you?" in str(messages[-1]["content"])
     assert chats[0].headers["authorization"] == f"Bearer {FAKE_KEY}"
 
@@ -182,3 +193,16 @@ def test_a_conflicting_binding_is_shown_before_saving_and_a_good_one_is_saved(
     with browser.server.api() as api:
         saved = api.get("/v1/bindings/echo-twice").json()["binding"]
     assert saved["scope"] == {"type": "bot", "id": "bot-7"}
+
+
+def test_the_agent_and_binding_forms_fit_a_phone(browser: Browser, screenshot: Shot) -> None:
+    """At 390 px the generated form and the bindings table are no wider than the screen (wide tables
+    scroll inside their frame)."""
+    page = browser.page(phone=True)
+    browser.sign_in(page, f"/agents/new?runner={LOCAL_AGENT}")
+    expect(page.locator("#agent-form")).to_have_attribute("data-runner", LOCAL_AGENT)
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    screenshot(page, "agent-form-phone")
+    page.goto(browser.server.base + "/bindings")
+    expect(page.locator("#bindings")).to_be_visible()
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390

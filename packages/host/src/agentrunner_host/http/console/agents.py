@@ -24,7 +24,7 @@ from agentrunner_host.definitions import AgentConfig
 from agentrunner_host.registry import RunnerDescriptor
 from agentrunner_host.service import HostService, NotFoundError
 
-from .forms import FormField, form_fields, pick_locale, text_in
+from .forms import PROMPT_ROLES, FormField, form_fields, pick_locale, text_in
 from .pages import ConsolePage, NavEntry, render
 
 __all__ = ["PAGE", "POLICY_KEYS"]
@@ -144,6 +144,7 @@ def _form(
             "fields": fields,
             "extra": extra,
             "policies": _policies_text(agent),
+            "prompt_roles": PROMPT_ROLES,
             "locale": locale,
         },
         current="agents",

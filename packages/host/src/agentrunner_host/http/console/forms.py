@@ -20,7 +20,16 @@ from pydantic import JsonValue
 
 from agentrunner_host.config.secrets import is_env_ref
 
-__all__ = ["LOCALES", "Choice", "FormField", "WidgetKind", "form_fields", "pick_locale", "text_in"]
+__all__ = [
+    "LOCALES",
+    "PROMPT_ROLES",
+    "Choice",
+    "FormField",
+    "WidgetKind",
+    "form_fields",
+    "pick_locale",
+    "text_in",
+]
 
 WidgetKind = Literal[
     "string",
@@ -34,6 +43,7 @@ WidgetKind = Literal[
     "model",
     "model-fallback",
     "multi",
+    "prompt",
 ]
 """How a field is entered (``data-kind`` in the page; agents.js reads each kind back)."""
 
@@ -87,6 +97,8 @@ class FormField:
     """The picked values (``model-fallback``: the fallbacks; ``multi``: every picked one)."""
     note: str = ""
     """A remark about the stored value (a secret stored as a literal, a value outside the options)."""
+    messages: tuple[tuple[str, str], ...] = ()
+    """``prompt``: the prompt's messages as ``(role, content)``."""
 
 
 def pick_locale(query: str | None, accept_language: str | None) -> str:
@@ -126,6 +138,28 @@ def _scalar_text(value: object) -> str:
     if isinstance(value, str | int | float):
         return str(value)
     return _json_text(value)
+
+
+PROMPT_ROLES: Final = ("system", "user", "assistant")
+"""Roles a prompt message can have."""
+
+
+def _messages(value: object) -> tuple[tuple[str, str], ...] | None:
+    """A prompt value as ``(role, content)`` pairs, or ``None`` when it is not a list of such messages."""
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        return None
+    out: list[tuple[str, str]] = []
+    for item in cast("list[object]", value):
+        if not isinstance(item, dict):
+            return None
+        message = cast("dict[str, object]", item)
+        role, content = message.get("role"), message.get("content")
+        if role not in PROMPT_ROLES or not isinstance(content, str) or set(message) - {"role", "content"}:
+            return None
+        out.append((cast("str", role), content))
+    return tuple(out)
 
 
 def _strings(value: object) -> list[str]:
@@ -204,7 +238,12 @@ def _field(
             choices=tuple(Choice(k, k) for k in names),
             selected=frozenset(picked),
         )
-    # json, prompt-editor, tool-multi-selector and widgets this console does not know: the value as JSON
+    if item.type == "prompt-editor":
+        messages = _messages(value)
+        if messages is not None:
+            return replace(common, kind="prompt", messages=messages)
+        # anything else (a plain string, extra keys) is kept exactly as it is, as JSON
+    # json, tool-multi-selector and widgets this console does not know: the value as JSON
     return replace(common, kind="json", text=_json_text(value))
 
 

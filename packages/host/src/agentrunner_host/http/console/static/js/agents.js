@@ -54,6 +54,13 @@ function valueOf(field) {
     }
     case "multi":
       return [...field.querySelectorAll("input[type=checkbox]:checked")].map((box) => box.value);
+    case "prompt":
+      return [...field.querySelectorAll("[data-message]")]
+        .map((row) => ({
+          role: row.querySelector('[data-part="role"]').value,
+          content: row.querySelector('[data-part="content"]').value,
+        }))
+        .filter((message) => message.content.trim() !== "");
     case "json":
       return input.value.trim() === "" ? undefined : jsonOf(input.value, label);
     default: // string, text, select, model
@@ -71,6 +78,18 @@ function objectOf(text, what) {
 
 const form = document.getElementById("agent-form");
 if (form) {
+  // the prompt editor: add a message row from its template, remove one
+  form.addEventListener("click", (event) => {
+    const add = event.target.closest("[data-add-message]");
+    if (add) {
+      const field = add.closest("[data-field]");
+      const row = field.querySelector("template[data-message-template]").content.firstElementChild.cloneNode(true);
+      field.querySelector("[data-messages]").append(row);
+      row.querySelector("textarea").focus();
+    }
+    const remove = event.target.closest("[data-remove-message]");
+    if (remove) remove.closest("[data-message]").remove();
+  });
   const error = document.getElementById("form-error");
   const editing = form.dataset.editing === "true";
   form.addEventListener("submit", async (event) => {
