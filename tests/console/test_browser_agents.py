@@ -159,6 +159,13 @@ def test_create_a_local_agent_from_its_form_and_chat_with_it(
     assert messages[-1]["role"] == "user" and "what are you?" in str(messages[-1]["content"])
     assert chats[0].headers["authorization"] == f"Bearer {FAKE_KEY}"
 
+    # and delete it from its edit page (after confirming)
+    page.goto(browser.server.base + "/agents/helper/edit")
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.get_by_role("button", name="Delete agent").click()
+    page.wait_for_url(browser.server.base + "/agents")
+    expect(page.locator('tr[data-agent="helper"]')).to_have_count(0)
+
 
 def test_a_conflicting_binding_is_shown_before_saving_and_a_good_one_is_saved(
     browser: Browser, screenshot: Shot
@@ -193,6 +200,16 @@ def test_a_conflicting_binding_is_shown_before_saving_and_a_good_one_is_saved(
     with browser.server.api() as api:
         saved = api.get("/v1/bindings/echo-twice").json()["binding"]
     assert saved["scope"] == {"type": "bot", "id": "bot-7"}
+
+    # the binding can be deleted from its edit page
+    page.goto(browser.server.base + "/bindings/echo-twice/edit")
+    expect(check).to_have_attribute("data-ok", "true")  # an edit is checked as it opens
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.get_by_role("button", name="Delete binding").click()
+    page.wait_for_url(browser.server.base + "/bindings")
+    expect(page.locator('tr[data-binding="echo-twice"]')).to_have_count(0)
+    with browser.server.api() as api:
+        assert api.get("/v1/bindings/echo-twice").status_code == 404
 
 
 def test_the_agent_and_binding_forms_fit_a_phone(browser: Browser, screenshot: Shot) -> None:

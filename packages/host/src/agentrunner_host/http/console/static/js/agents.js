@@ -121,4 +121,17 @@ if (form) {
       save.disabled = false;
     }
   });
+  document.getElementById("delete")?.addEventListener("click", async () => {
+    const agentId = form.elements.agent_id.value.trim();
+    if (!window.confirm(`Delete agent ${agentId}?`)) return;
+    error.hidden = true;
+    try {
+      // refused (409) while a binding still uses it; the message says which
+      await api(`/v1/agents/${encodeURIComponent(agentId)}`, { method: "DELETE" });
+      window.location.assign("/agents");
+    } catch (failure) {
+      error.textContent = failure.message;
+      error.hidden = false;
+    }
+  });
 }

@@ -127,5 +127,16 @@ if (form) {
       save.disabled = false;
     }
   });
+  document.getElementById("delete")?.addEventListener("click", async () => {
+    const bindingId = form.elements.binding_id.value.trim();
+    if (!window.confirm(`Delete binding ${bindingId}?`)) return;
+    error.hidden = true;
+    try {
+      await api(`/v1/bindings/${encodeURIComponent(bindingId)}`, { method: "DELETE" });
+      window.location.assign("/bindings");
+    } catch (failure) {
+      report(failure);
+    }
+  });
   if (editing) check().catch(report);
 }
