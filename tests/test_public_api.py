@@ -466,6 +466,8 @@ def test_codex_public_api_is_pinned() -> None:
 # Every other SDK module is an implementation detail re-exported by ``agentrunner``.
 _SDK_SUBMODULE_APIS: dict[str, list[str]] = {
     "agentrunner.codec": [
+        "JsonObject",
+        "JsonValue",
         "dumps",
         "dumps_canonical",
         "dumps_str",
@@ -610,6 +612,9 @@ _SDK_SUBMODULE_APIS: dict[str, list[str]] = {
         "ToolCallStartedResult",
         "UnknownResult",
         "parse_result",
+    ],
+    "agentrunner.process_group": [
+        "ProcessGroup",
     ],
     "agentrunner.schema": [
         "DEFAULT_SCHEMA_DIR",

@@ -16,7 +16,7 @@ import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final, TypeVar
+from typing import Final, TypeVar
 
 from agentrunner import (
     ACTIONS,
@@ -58,6 +58,7 @@ from agentrunner.actions import (
     ToolDetailParams,
 )
 from agentrunner.api_types import KnowledgeBaseInfo
+from agentrunner.codec import JsonObject
 from pydantic import BaseModel, ValidationError
 
 from agentrunner_host.providers.protocols import KnowledgeProvider, ModelProvider, ToolProvider
@@ -121,7 +122,7 @@ class LiveRun:
     call_token: str = field(default_factory=lambda: secrets.token_urlsafe(32), repr=False)
     """The run's call credential: every back-call must present it (a run id alone is not a credential)."""
     audit: list[AuditRecord] = field(default_factory=list[AuditRecord])
-    platform_requests: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
+    platform_requests: list[JsonObject] = field(default_factory=list[JsonObject])
 
 
 class BackCallDispatcher:
@@ -145,7 +146,7 @@ class BackCallDispatcher:
         self.on_audit = on_audit
         self._live: dict[str, LiveRun] = {}
         self._ended: OrderedDict[str, None] = OrderedDict()
-        self._memory_idempotency: OrderedDict[tuple[str, str, str], dict[str, Any]] = OrderedDict()
+        self._memory_idempotency: OrderedDict[tuple[str, str, str], JsonObject] = OrderedDict()
 
     # -- registry of live runs -------------------------------------------------------------------------------
 
@@ -176,7 +177,7 @@ class BackCallDispatcher:
 
     # -- BackCallHandler ---------------------------------------------------------------------------------------
 
-    async def handle(self, request: BackCallRequest) -> dict[str, Any]:
+    async def handle(self, request: BackCallRequest) -> JsonObject:
         """Serve one call."""
         started = time.monotonic()
         live: LiveRun | None = None
@@ -212,7 +213,7 @@ class BackCallDispatcher:
         self._audit(live, request, resource, "allowed", started)
         return payload
 
-    async def handle_stream(self, request: BackCallRequest) -> AsyncIterator[dict[str, Any]]:
+    async def handle_stream(self, request: BackCallRequest) -> AsyncIterator[JsonObject]:
         """Serve a streaming call chunk by chunk."""
         started = time.monotonic()
         live: LiveRun | None = None
@@ -273,16 +274,16 @@ class BackCallDispatcher:
 
     # -- idempotency and audit ---------------------------------------------------------------------------------
 
-    async def _idempotent_get(self, live: LiveRun, request: BackCallRequest) -> dict[str, Any] | None:
+    async def _idempotent_get(self, live: LiveRun, request: BackCallRequest) -> JsonObject | None:
         if request.idempotency_key is None or not ACTIONS[request.action].side_effecting:
             return None
         scope = (live.snapshot.plugin_id, live.snapshot.binding_id, request.action)
         if self.idempotency is not None:
-            found: dict[str, Any] | None = await self.idempotency.get(scope, request.idempotency_key)
+            found: JsonObject | None = await self.idempotency.get(scope, request.idempotency_key)
             return found
         return self._memory_idempotency.get((*scope[1:], request.idempotency_key))
 
-    async def _idempotent_put(self, live: LiveRun, request: BackCallRequest, payload: dict[str, Any]) -> None:
+    async def _idempotent_put(self, live: LiveRun, request: BackCallRequest, payload: JsonObject) -> None:
         if request.idempotency_key is None or not ACTIONS[request.action].side_effecting:
             return
         scope = (live.snapshot.plugin_id, live.snapshot.binding_id, request.action)
@@ -343,7 +344,7 @@ class BackCallDispatcher:
             self.on_audit(record)
 
 
-def _resource_of(params: dict[str, Any]) -> str | None:
+def _resource_of(params: JsonObject) -> str | None:
     """The resource a call names, for the audit trail (read before validation so denials name it too)."""
     for name in ("model_id", "tool_name", "kb_id", "artifact_id", "event_id", "key", "conversation_id"):
         value = params.get(name)

@@ -17,10 +17,10 @@ import uuid
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
 from dataclasses import dataclass, field
-from typing import Any
 
 from agentrunner import AgentRunRequest, AgentRunResult, RawEventRef
 from agentrunner import codec as json
+from agentrunner.codec import JsonObject
 
 from agentrunner_host.definitions import AgentBinding, AgentEventEnvelope
 from agentrunner_host.stores import DuplicateEventStoredError, EventEntry
@@ -551,7 +551,7 @@ class Orchestrator:
             if state.delta_buffer:
                 # the streamed text of a reply that never completed, at most one result's size of it
                 text = "".join(state.delta_buffer)
-                partial: dict[str, Any] = {"role": "assistant", "content": text}
+                partial: JsonObject = {"role": "assistant", "content": text}
                 if state.delta_truncated:
                     partial["metadata"] = {"truncated": True}
                 state.assistant_turn(text, partial)
@@ -588,7 +588,7 @@ class Orchestrator:
         if outcome.duplicate:
             raise DuplicateEventError(event.event_id, run_id=outcome.event.run_id)
 
-    async def _host_record(self, event: AgentEventEnvelope, kind: str, data: dict[str, Any]) -> None:
+    async def _host_record(self, event: AgentEventEnvelope, kind: str, data: JsonObject) -> None:
         if self.stores is None:
             return
         await self.stores.events.append_many(

@@ -8,10 +8,10 @@ from __future__ import annotations
 import contextlib
 import time
 import uuid
-from typing import Any
 
 from agentrunner import ArtifactRef, RawEventRef
 from agentrunner import codec as json
+from agentrunner.codec import JsonObject, JsonValue
 
 from agentrunner_host.definitions import AgentEventEnvelope
 
@@ -147,7 +147,7 @@ def run_start(state: RunState, history: HistoryHandles) -> RunStart:
     )
 
 
-def _host_event(state: RunState, kind: str, data: dict[str, Any], *, at: int | None = None) -> EventEntry:
+def _host_event(state: RunState, kind: str, data: JsonObject, *, at: int | None = None) -> EventEntry:
     event = state.event
     return EventEntry(
         event_id="host_" + uuid.uuid4().hex,
@@ -174,7 +174,7 @@ async def persist_finish(stores: RunStores, state: RunState, live: LiveRun | Non
     terminal = state.terminal
     failed = terminal is not None and terminal.type == "run.failed"
     code = message = None
-    usage: dict[str, Any] = {}
+    usage: JsonObject = {}
     if terminal is not None and terminal.type == "run.failed":
         code, message = terminal.data.code, terminal.data.message
     elif terminal is not None and terminal.type == "run.completed":
@@ -192,8 +192,8 @@ async def persist_finish(stores: RunStores, state: RunState, live: LiveRun | Non
                     item_type="message",
                     run_id=state.run_id,
                     content=turn.text,
-                    contents=list(msg.get("contents", [])),
-                    artifacts=list(msg.get("artifacts", [])),
+                    contents=_objects(msg.get("contents")),
+                    artifacts=_objects(msg.get("artifacts")),
                     metadata={"runner_id": state.snapshot.runner_id, **_truncation(msg)},
                 )
             )
@@ -242,10 +242,15 @@ async def persist_finish(stores: RunStores, state: RunState, live: LiveRun | Non
     )
 
 
-def _truncation(message: dict[str, Any]) -> dict[str, Any]:
+def _truncation(message: JsonObject) -> JsonObject:
     """``{"truncated": True}`` for the streamed text of an unfinished reply the host cut to one result's size."""
     meta = message.get("metadata")
-    return {"truncated": True} if isinstance(meta, dict) and meta.get("truncated") is True else {}  # pyright: ignore[reportUnknownMemberType]
+    return {"truncated": True} if isinstance(meta, dict) and meta.get("truncated") is True else {}
+
+
+def _objects(value: JsonValue) -> list[JsonObject]:
+    """The objects of a message's JSON array (``contents``, ``artifacts``); nothing when it has none."""
+    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
 
 
 async def store_runner_artifact(

@@ -11,7 +11,7 @@ concrete classes, so what each of them relies on is written down in one place an
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any, Protocol
+from typing import Protocol
 
 from agentrunner import (
     ArtifactChunk,
@@ -41,6 +41,7 @@ from agentrunner.actions import (
     StorageListParams,
     StorageSetParams,
 )
+from agentrunner.codec import JsonObject
 
 from agentrunner_host.stores import (
     ArtifactStore,
@@ -61,11 +62,11 @@ __all__ = ["FactsAPI", "IdempotencyKeys", "RunStores"]
 class IdempotencyKeys(Protocol):
     """First answers of side-effecting back-calls, by (scope, key)."""
 
-    async def get(self, scope: tuple[str, ...], key: str, /) -> dict[str, Any] | None:
+    async def get(self, scope: tuple[str, ...], key: str, /) -> JsonObject | None:
         """The answer stored for (*scope*, *key*), or ``None``."""
         ...
 
-    async def put(self, scope: tuple[str, ...], key: str, result: dict[str, Any], /) -> dict[str, Any]:
+    async def put(self, scope: tuple[str, ...], key: str, result: JsonObject, /) -> JsonObject:
         """Store *result* unless an answer is stored already; returns the one that wins."""
         ...
 

@@ -12,7 +12,7 @@ import base64
 import binascii
 import re
 import time
-from typing import Any, Final, cast
+from typing import Final, cast
 
 from agentrunner import (
     MAX_STATE_VALUE_BYTES,
@@ -33,6 +33,7 @@ from agentrunner import (
     parse_result,
 )
 from agentrunner import codec as json
+from agentrunner.codec import JsonObject
 from agentrunner.results import AgentRunResultBase
 from pydantic import ValidationError
 
@@ -74,7 +75,7 @@ def store_result(
     state: RunState,
     runner_sequence: int | None,
     kind: str,
-    payload: dict[str, Any] | bytes,
+    payload: JsonObject | bytes,
     *,
     size: int | None = None,
 ) -> None:
@@ -138,7 +139,7 @@ class ResultRules:
                 parsed = parse_result(raw)
             except (ValidationError, ValueError) as exc:
                 raise RunViolation("runner.invalid_result", f"invalid result: {_first_error(exc)}") from None
-            payload: dict[str, Any] | bytes = raw
+            payload: JsonObject | bytes = raw
         else:
             obj: object = raw  # an in-process runner can yield anything at run time
             if not isinstance(obj, (AgentRunResultBase, UnknownResult)):  # pyright: ignore[reportUnnecessaryIsInstance]
@@ -204,8 +205,8 @@ class ResultRules:
         return DeliveredResult(state.host_seq, delivered)
 
     def _mask_stream(
-        self, state: RunState, result: MessageDeltaResult, payload: dict[str, Any] | bytes
-    ) -> tuple[MessageDeltaResult, dict[str, Any] | bytes]:
+        self, state: RunState, result: MessageDeltaResult, payload: JsonObject | bytes
+    ) -> tuple[MessageDeltaResult, JsonObject | bytes]:
         """The delta with its text passed through the run's window (a secret split across deltas is masked:
         a tail that may begin one is held back until the next chunk shows whether it does)."""
         assert self.secret_values is not None

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from agentrunner import AgentRunResult, ArtifactRef, MessageDeltaResult, RunFailedResult
+from agentrunner.codec import JsonObject
 
 from agentrunner_host.definitions import AgentBinding, AgentEventEnvelope
 from agentrunner_host.stores import ResultLog, ResultRecord, StateWrite
@@ -72,7 +73,7 @@ class AssistantTurn:
 
     text: str
     """Its plain text."""
-    message: dict[str, Any]
+    message: JsonObject
     """The message as JSON (``contents``, ``artifacts``, ``metadata``)."""
 
 
@@ -82,7 +83,7 @@ class HostRecord:
 
     event_type: str
     """Record type (``tool.call.started``, ``violation.state_rejected``...)."""
-    data: dict[str, Any]
+    data: JsonObject
     """Its JSON data."""
 
 
@@ -127,18 +128,18 @@ class RunState:
     results_seen: int = 0
     start_persisted: bool = False
     """The run's start record is committed (a run cancelled before that must write it at its end)."""
-    state_snapshot: dict[str, dict[str, Any]] = field(default_factory=dict[str, dict[str, Any]])
+    state_snapshot: dict[str, JsonObject] = field(default_factory=dict[str, JsonObject])
     """Host state inlined into the context (read before the run's start is written)."""
     history: HistoryHandles = field(default_factory=HistoryHandles)
     """History handles as they stood before this run's user turn."""
     leave_session: Callable[[], None] | None = None
     """Gives up the run's turn on its native session (idempotent); set while the run takes part in one."""
 
-    def record(self, kind: str, data: dict[str, Any]) -> None:
+    def record(self, kind: str, data: JsonObject) -> None:
         """Keep a host record of the run (stored with its end)."""
         self.host_events.append(HostRecord(kind, data))
 
-    def assistant_turn(self, text: str, message: dict[str, Any]) -> None:
+    def assistant_turn(self, text: str, message: JsonObject) -> None:
         """Keep an assistant message for the transcript."""
         self.transcript.append(AssistantTurn(text, message))
 

@@ -3,11 +3,25 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, TypeAlias
 
 import orjson
+from pydantic import JsonValue
 
-__all__ = ["dumps", "dumps_canonical", "dumps_str", "json_size", "loads", "non_finite_path"]
+__all__ = [
+    "JsonObject",
+    "JsonValue",
+    "dumps",
+    "dumps_canonical",
+    "dumps_str",
+    "json_size",
+    "loads",
+    "non_finite_path",
+]
+
+JsonObject: TypeAlias = dict[str, JsonValue]
+"""A JSON object: what results, back-call answers and stored payloads are on the wire. Its values are
+``JsonValue`` (pydantic's recursive JSON type), so code reading one narrows each value before using it."""
 
 _OPTIONS = orjson.OPT_NON_STR_KEYS
 

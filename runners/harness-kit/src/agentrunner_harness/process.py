@@ -5,7 +5,9 @@
 * stdout is read line by line as it arrives (the native event stream), stderr concurrently into a bounded
   tail; stdout past its byte cap ends the run (the CLI is killed) instead of filling memory.
 * Leaving the ``async with`` block for any reason (normal end, timeout, cancellation, an error) signals the
-  group SIGTERM, then SIGKILL after a grace period, so no grandchild survives the run.
+  group SIGTERM, then SIGKILL after a grace period, so no grandchild survives the run. The group is signalled
+  by number only while the CLI is provably unreaped; after that each survivor is signalled through its own
+  pidfd (:class:`agentrunner.process_group.ProcessGroup`), so a reused group number never hits a stranger.
 * CPU time and address-space limits (``setrlimit``) apply to the CLI and everything it starts.
 """
 
@@ -22,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Final, Self
+
+from agentrunner.process_group import ProcessGroup
 
 __all__ = [
     "DEFAULT_STDERR_TAIL",
@@ -97,6 +101,7 @@ class HarnessProcess:
         self._stdin = stdin
         self.limits = limits or ProcessLimits()
         self._proc: asyncio.subprocess.Process | None = None
+        self._group: ProcessGroup | None = None
         self._stderr: deque[bytes] = deque()
         self._stderr_size = 0
         self._stderr_task: asyncio.Task[None] | None = None
@@ -127,6 +132,8 @@ class HarnessProcess:
             preexec_fn=self.limits.preexec(),
             limit=_READ_CHUNK,
         )
+        # Recorded now, while the CLI cannot have been reaped and its number handed to someone else.
+        self._group = ProcessGroup(self._proc.pid)
         self._stderr_task = asyncio.create_task(self._read_stderr(), name=f"harness-stderr-{self._proc.pid}")
         self._reaper = asyncio.create_task(self._reap_on_exit(), name=f"harness-reaper-{self._proc.pid}")
         try:
@@ -219,18 +226,25 @@ class HarnessProcess:
         proc = self._proc
         assert proc is not None
         await _exited(proc)
-        await self._kill_group(proc.pid)
+        await self._kill_group()
 
-    async def _kill_group(self, pgid: int) -> None:
-        if not _group_alive(pgid):
+    async def _kill_group(self) -> None:
+        proc, group = self._proc, self._group
+        assert proc is not None
+        assert group is not None
+
+        def alive() -> bool:
+            return group.alive(returncode=proc.returncode)
+
+        if not alive():
             return
-        _signal_group(pgid, signal.SIGTERM)
+        group.signal(signal.SIGTERM, returncode=proc.returncode)
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(self.limits.kill_grace_seconds):
-                while _group_alive(pgid):  # noqa: ASYNC110 - nothing signals a group's end; poll it
+                while alive():  # noqa: ASYNC110 - nothing signals a group's end; poll it
                     await asyncio.sleep(0.05)
-        if _group_alive(pgid):
-            _signal_group(pgid, signal.SIGKILL)
+        if alive():
+            group.signal(signal.SIGKILL, returncode=proc.returncode)
 
     async def _terminate(self) -> None:
         proc = self._proc
@@ -241,7 +255,7 @@ class HarnessProcess:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._reaper
         # The group outlives its leader when a grandchild is still in it: signal the group either way.
-        await self._kill_group(proc.pid)
+        await self._kill_group()
         await _exited(proc)
         # asyncio's wait() also waits for the pipes to close, and a reader paused on a full buffer never sees
         # the close: drain what is left so the transport can finish.
@@ -254,6 +268,8 @@ class HarnessProcess:
             # Once the group is dead every writer of the stderr pipe is gone, so this ends.
             with contextlib.suppress(Exception):
                 await self._stderr_task
+        if self._group is not None:
+            self._group.close()
 
 
 async def _exited(proc: asyncio.subprocess.Process) -> None:
@@ -283,38 +299,3 @@ async def _exited(proc: asyncio.subprocess.Process) -> None:
     # The child watcher sets returncode right after the exit; give it the moment it needs.
     while proc.returncode is None:  # noqa: ASYNC110 - the watcher has no event to wait on
         await asyncio.sleep(0.001)
-
-
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # a member changed uid; it still counts as alive
-        return True
-    return _live_member(pgid)
-
-
-def _live_member(pgid: int) -> bool:
-    # kill(0) also succeeds for zombies, which an init that never reaps can leave behind for good: only a
-    # member that is not a zombie counts (Linux /proc; elsewhere trust kill).
-    proc = Path("/proc")
-    if not proc.is_dir():
-        return True
-    for entry in proc.iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_bytes()
-        except OSError:
-            continue
-        # pid (comm) state ppid pgrp ...: comm may hold spaces and parentheses, so split after the last ')'.
-        fields = stat[stat.rfind(b")") + 2 :].split()
-        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] != b"Z":
-            return True
-    return False
-
-
-def _signal_group(pgid: int, sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pgid, sig)

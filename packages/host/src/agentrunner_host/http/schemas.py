@@ -140,7 +140,7 @@ class ResultItem(_Body):
     """1-based position assigned by the host; the replay cursor (``after``, SSE ``id``)."""
     type: str
     """Result type (``message.delta``, ``message.completed``, ``run.completed``...)."""
-    result: dict[str, Any]
+    result: dict[str, JsonValue]
     """The result as the runner protocol defines it."""
 
 

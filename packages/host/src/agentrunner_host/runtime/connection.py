@@ -11,13 +11,14 @@
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, AsyncIterator
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from agentrunner import AgentRunRequest, BackCallRequest, ParsedResult
+from agentrunner.codec import JsonObject
 
 __all__ = ["BackCallHandler", "RawResult", "RunnerConnection"]
 
-RawResult = ParsedResult | dict[str, Any]
+RawResult = ParsedResult | JsonObject
 """What a connection yields: a parsed result (in-process) or an undecoded JSON object (from the wire)."""
 
 
@@ -25,11 +26,11 @@ RawResult = ParsedResult | dict[str, Any]
 class BackCallHandler(Protocol):
     """Serves back-calls. Raises :class:`agentrunner.APIError` subclasses for §9 errors."""
 
-    async def handle(self, request: BackCallRequest) -> dict[str, Any]:
+    async def handle(self, request: BackCallRequest) -> JsonObject:
         """Serve one call and return its JSON result."""
         ...
 
-    def handle_stream(self, request: BackCallRequest) -> AsyncIterator[dict[str, Any]]:
+    def handle_stream(self, request: BackCallRequest) -> AsyncIterator[JsonObject]:
         """Serve a streaming call (``models.stream``, ``artifacts.open_stream``) chunk by chunk."""
         ...
 
@@ -43,7 +44,7 @@ class RunnerConnection(Protocol):
         """Identity ``author/plugin``; stamped as ``caller`` on every back-call from this connection."""
         ...
 
-    async def list_runners(self) -> list[dict[str, Any]]:
+    async def list_runners(self) -> list[JsonObject]:
         """The plugin's runner manifests, undecoded (the registry validates each one on its own)."""
         ...
 

@@ -8,9 +8,9 @@ that blocks the loop (a synchronous sleep) blocks the host; untrusted runners be
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable
-from typing import Any
 
 from agentrunner import AgentRunAPI, AgentRunner, AgentRunRequest, BackCallRequest
+from agentrunner.codec import JsonObject
 
 from agentrunner_host.errors import RunnerTransportError
 from agentrunner_host.runtime.connection import BackCallHandler, RawResult
@@ -29,11 +29,11 @@ class InProcessTransport:
         # The identity comes from the connection, whatever the runner put in the request.
         return request.model_copy(update={"caller": self._caller})
 
-    async def call(self, request: BackCallRequest, *, timeout: float | None) -> dict[str, Any]:
+    async def call(self, request: BackCallRequest, *, timeout: float | None) -> JsonObject:
         """Serve one call through the dispatcher."""
         return await self._handler.handle(self._stamp(request))
 
-    def stream(self, request: BackCallRequest, *, timeout: float | None) -> AsyncIterator[dict[str, Any]]:
+    def stream(self, request: BackCallRequest, *, timeout: float | None) -> AsyncIterator[JsonObject]:
         """Serve a streaming call through the dispatcher."""
         return self._handler.handle_stream(self._stamp(request))
 
@@ -51,7 +51,7 @@ class InProcessConnection:
         """``author/plugin``."""
         return self._plugin_id
 
-    async def list_runners(self) -> list[dict[str, Any]]:
+    async def list_runners(self) -> list[JsonObject]:
         """The manifests of the hosted runners."""
         return [type(r).manifest.model_dump(mode="json") for r in self._runners.values()]
 

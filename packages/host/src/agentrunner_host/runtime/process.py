@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from agentrunner import AgentRunRequest, InvalidRunnerIdError, RunnerId
+from agentrunner.process_group import ProcessGroup
 from agentrunner.wire import DEFAULT_RESULT_WINDOW, MAX_FRAME_BYTES, StreamFrameChannel
 
 from agentrunner_host.errors import RunnerTransportError
@@ -32,7 +33,6 @@ from agentrunner_host.runtime.connection import BackCallHandler, RawResult
 
 from .discovery import PluginSpec
 from .environment import DEFAULT_ENV_ALLOWLIST, Redactor, build_child_env
-from .process_group import ProcessGroup
 from .sandbox import QUOTA_EXCEEDED, PluginUser, ProcessLimits, quota_breach
 from .session import CLOSED, CRASHED, START_FAILED, WireSession
 
@@ -404,7 +404,7 @@ class SubprocessRunnerConnection:
             raise RunnerTransportError(
                 START_FAILED, f"plugin {self.plugin_id}: cannot start {command[0]}: {exc}"
             ) from exc
-        group = ProcessGroup(proc.pid)  # recorded now, while the child cannot have been reaped and replaced
+        group = ProcessGroup(proc.pid)  # recorded at once; ProcessGroup copes with a child already reaped
         assert proc.stdin is not None
         assert proc.stdout is not None
         assert proc.stderr is not None

@@ -30,6 +30,7 @@ from agentrunner import (
     RunnerId,
 )
 from agentrunner import codec as json
+from agentrunner.codec import JsonObject
 from agentrunner.wire import ENTRY_POINT_GROUP
 from alembic.script import ScriptDirectory
 from pydantic import JsonValue, ValidationError
@@ -135,7 +136,7 @@ class ReplayItem:
     """1-based, gap-free position in the run."""
     type: str
     """Result type."""
-    payload: dict[str, Any]
+    payload: JsonObject
     """The result as JSON."""
 
     @classmethod

@@ -3,8 +3,9 @@ same answer instead of acting twice."""
 
 from __future__ import annotations
 
-from typing import Any, Final, cast
+from typing import Final, cast
 
+from agentrunner.codec import JsonObject
 from sqlalchemy import Table, delete, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -24,17 +25,17 @@ class IdempotencyStore:
     def __init__(self, db: Database) -> None:
         self._db = db
 
-    async def get(self, scope: tuple[str, ...], key: str) -> dict[str, Any] | None:
+    async def get(self, scope: tuple[str, ...], key: str) -> JsonObject | None:
         """The first answer stored for (*scope*, *key*), or ``None``."""
         stmt = select(KEYS.c.result).where(KEYS.c.scope_hash == digest(canonical(scope)), KEYS.c.key == key)
         async with self._db.read() as conn:
             return (await conn.execute(stmt)).scalar_one_or_none()
 
-    async def put(self, scope: tuple[str, ...], key: str, result: dict[str, Any]) -> dict[str, Any]:
+    async def put(self, scope: tuple[str, ...], key: str, result: JsonObject) -> JsonObject:
         """Store *result* unless an answer is already stored; returns the answer that wins (the first)."""
         text = canonical(scope)
 
-        async def work(conn: AsyncConnection) -> dict[str, Any]:
+        async def work(conn: AsyncConnection) -> JsonObject:
             stmt = (
                 insert_for(self._db.dialect, KEYS)
                 .values(scope_hash=digest(text), key=key, scope=text, result=result, created_at=now_ms())

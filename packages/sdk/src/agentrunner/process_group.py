@@ -1,4 +1,5 @@
-"""A plugin child's process group, signalled without the PID-reuse hazard.
+"""A child's process group, signalled without the PID-reuse hazard (the host's plugin processes and the
+harness runners' CLIs both use it).
 
 The child is started in a new session, so its pid is also its process group id (pgid), recorded here at spawn.
 A pgid names the group only while the kernel keeps that number allocated: as long as the leader is unreaped or
@@ -7,6 +8,8 @@ group empties, the number is free, and with ``pid_max`` at 32768 a busy machine 
 it would then hit a stranger's group. So the group is signalled by number only while the leader is provably not
 reaped — checked through a pidfd opened at spawn, which names that one process whatever its number becomes —
 and after that, the members still alive are found in ``/proc`` and each signalled through its own pidfd.
+A child that exits at once may be reaped before the caller records it; the pidfd cannot be opened then (or
+names a process that is not this one's child), and the group counts as reaped from the start.
 """
 
 from __future__ import annotations
@@ -25,17 +28,32 @@ class ProcessGroup:
     """The group a freshly spawned child leads (``start_new_session=True``)."""
 
     def __init__(self, leader_pid: int) -> None:
-        self.pgid = leader_pid
+        self.pgid: int = leader_pid
         """The group's id, recorded at spawn (a session leader's pgid is its pid)."""
         self._leader_fd: int | None = None
-        with contextlib.suppress(OSError, AttributeError):  # no pidfds: not Linux, or a kernel before 5.3
-            self._leader_fd = os.pidfd_open(leader_pid)
+        self._pidfds = hasattr(os, "pidfd_open")
+        if not self._pidfds:
+            return  # not Linux
+        try:
+            fd = os.pidfd_open(leader_pid)
+        except ProcessLookupError:
+            # A child that exits at once can be reaped by asyncio's watcher before its caller gets here.
+            return
+        except OSError:
+            self._pidfds = False  # a kernel before 5.3
+            return
+        if _not_our_child(fd):
+            # Reaped in between, and the number already names another process: never pin that one.
+            os.close(fd)
+            return
+        self._leader_fd = fd
 
     def leader_reaped(self, *, returncode: int | None) -> bool:
         """Whether the leader's exit status has been collected (*returncode*: what asyncio knows so far)."""
         fd = self._leader_fd
         if fd is None:
-            return returncode is not None
+            # With pidfds, no leader pidfd means it was reaped before it could be opened (or it was closed).
+            return self._pidfds or returncode is not None
         try:
             # WNOWAIT: look, never reap (asyncio does that). ChildProcessError: it has been reaped already.
             os.waitid(os.P_PIDFD, fd, os.WEXITED | os.WNOHANG | os.WNOWAIT)
@@ -44,6 +62,22 @@ class ProcessGroup:
         except OSError:
             return returncode is not None
         return False
+
+    def alive(self, *, returncode: int | None) -> bool:
+        """Whether a member of the group still runs (zombies do not count: an init that never reaps can keep
+        them for good)."""
+        if not self.leader_reaped(returncode=returncode):
+            # The unreaped leader holds the number, so it names this group: look for a running member.
+            if not _PROC.is_dir():
+                try:
+                    os.killpg(self.pgid, 0)
+                except ProcessLookupError:
+                    return False
+                except PermissionError:  # a member changed uid; it still counts
+                    pass
+                return True
+            return any(_running_in(self.pgid, pid) for pid in _pids())
+        return bool(self._survivors())
 
     def signal(self, sig: int, *, returncode: int | None) -> None:
         """Send *sig* to every live member of the group (the leader included while it lives)."""
@@ -68,18 +102,11 @@ class ProcessGroup:
     def _survivors(self) -> list[int]:
         """Members left after the leader was reaped (what it spawned), never a process holding the leader's pid:
         a live process with that number is a stranger (the number was reused), and then so is the group."""
-        if self._leader_fd is None or not _PROC.is_dir():
+        if not self._pidfds or not _PROC.is_dir():
             return []  # no safe way to find them: leave them rather than risk signalling a stranger
         if _stat(self.pgid) is not None:
             return []
-        members: list[int] = []
-        for entry in _PROC.iterdir():
-            if not entry.name.isdigit():
-                continue
-            stat = _stat(int(entry.name))
-            if stat is not None and stat[1] == self.pgid and stat[2] == self.pgid and stat[0] != "Z":
-                members.append(int(entry.name))
-        return members
+        return [pid for pid in _pids() if _running_in(self.pgid, pid)]
 
     def _signal_member(self, pid: int, sig: int) -> None:
         try:
@@ -94,6 +121,27 @@ class ProcessGroup:
                     signal.pidfd_send_signal(fd, sig)
         finally:
             os.close(fd)
+
+
+def _not_our_child(pidfd: int) -> bool:
+    """Whether the process *pidfd* names is not (or no longer) an unreaped child of this process."""
+    try:
+        os.waitid(os.P_PIDFD, pidfd, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return True
+    except OSError:
+        return False  # waitid cannot take a pidfd (a kernel before 5.4): trust the fresh open
+    return False
+
+
+def _pids() -> list[int]:
+    return [int(entry.name) for entry in _PROC.iterdir() if entry.name.isdigit()]
+
+
+def _running_in(pgid: int, pid: int) -> bool:
+    """*pid* runs (is no zombie) in the group *pgid* of the session *pgid* (the one its leader started)."""
+    stat = _stat(pid)
+    return stat is not None and stat[1] == pgid and stat[2] == pgid and stat[0] != "Z"
 
 
 def _stat(pid: int) -> tuple[str, int, int] | None:
