@@ -1,9 +1,11 @@
 """The README's quick start is what CI runs: `.ci/run` runs its test command exactly, and
-`.ci/quickstart.sh` its serve command exactly (both parsed, not copied)."""
+`.ci/quickstart.sh` runs its serve command, its curl line and its test command exactly in a fresh Debian 12
+root (all parsed, not copied); `./uvw` installs the runtime group alone for the serve command."""
 
 from __future__ import annotations
 
 import re
+import shlex
 import subprocess
 import tomllib
 from pathlib import Path
@@ -31,9 +33,27 @@ def test_ci_runs_exactly_the_readme_test_command() -> None:
     assert lines[marker + 1].strip() == readme_commands()[1]
 
 
-def test_the_fresh_environment_script_runs_exactly_the_readme_serve_command() -> None:
+def _script_command(name: str) -> str:
+    """The value of ``NAME='...'`` in .ci/quickstart.sh, as bash reads it (quotes joined)."""
     script = REPO.joinpath(".ci/quickstart.sh").read_text(encoding="utf-8")
-    assert f"SERVE_COMMAND='{readme_commands()[0]}'" in script
+    line = next(line for line in script.splitlines() if line.startswith(f"{name}="))
+    (value,) = shlex.split(line.removeprefix(f"{name}="))
+    return value
+
+
+def readme_try_command() -> str:
+    """The curl line the README's quick start gives to try the server."""
+    section = REPO.joinpath("README.md").read_text(encoding="utf-8").split("## Quick start", 1)[1]
+    section = section.split("\n## ", 1)[0]
+    (line,) = [line for line in section.splitlines() if line.startswith("curl ")]
+    return line
+
+
+def test_the_fresh_root_script_runs_exactly_the_readme_commands() -> None:
+    """The serve command, the curl line that tries it, and the test command, character for character."""
+    assert _script_command("SERVE_COMMAND") == readme_commands()[0]
+    assert _script_command("TEST_COMMAND") == readme_commands()[1]
+    assert _script_command("TRY_COMMAND") == readme_try_command()
     run = REPO.joinpath(".ci/run").read_text(encoding="utf-8")
     assert "bash .ci/quickstart.sh" in run
 
