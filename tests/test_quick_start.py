@@ -138,3 +138,11 @@ def test_uvw_leaves_a_group_the_caller_names_alone(tmp_path: Path) -> None:
     assert _uvw_arguments(tmp_path, *arguments) == arguments
     other = ["sync", "--frozen"]
     assert _uvw_arguments(tmp_path, *other) == other
+
+
+def test_the_coverage_floor_ci_enforces_is_the_one_the_readme_states() -> None:
+    run = REPO.joinpath(".ci/run").read_text(encoding="utf-8")
+    floor = re.search(r"--cov-fail-under=(\d+)", run)
+    assert floor is not None, ".ci/run sets a coverage floor"
+    readme = REPO.joinpath("README.md").read_text(encoding="utf-8")
+    assert f"fails under {floor.group(1)} %\nline coverage" in readme
