@@ -16,6 +16,10 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
+KEEP_ALIVE_SECONDS = 3600
+"""Idle keep-alive time of both servers in bench.http_echo (this app's uvicorn, ``serve``'s ``[http]
+keep_alive_seconds``)."""
+
 
 def app_for(events: list[bytes]) -> Starlette:
     """The app: read the JSON body, then stream *events* (one SSE event per chunk, as ``serve`` does)."""
@@ -48,6 +52,7 @@ def main() -> None:
         access_log=False,
         server_header=False,
         http="h11",
+        timeout_keep_alive=KEEP_ALIVE_SECONDS,
     )
     server = uvicorn.Server(config)
     print("ready", flush=True)

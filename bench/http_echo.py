@@ -33,6 +33,7 @@ from typing import Any
 
 import httpx
 
+from ._bare_sse import KEEP_ALIVE_SECONDS
 from ._framework import Goal, Measure, SuiteContext
 
 __all__ = ["main", "measures"]
@@ -72,6 +73,12 @@ class Servers:
         self.serve_base = f"http://127.0.0.1:{port}"
         args = [sys.executable, "-m", "agentrunner_host.cli", "serve", "--port", str(port)]
         args += ["--data-dir", str(self.tmp / "data")]
+        # Both servers keep idle connections for the whole suite (uvicorn's default is 5 s): between repeats,
+        # other measures leave each client's connection idle for longer than that on a loaded machine, and a
+        # request sent as the server closes its idle connection fails with ReadError (seen at 50 clients).
+        config = self.tmp / "agentrunner.toml"
+        config.write_text(f"[http]\nkeep_alive_seconds = {KEEP_ALIVE_SECONDS}\n")
+        args += ["--config", str(config)]
         log = (self.tmp / "serve.log").open("wb")
         self.serve = subprocess.Popen(
             args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env
