@@ -118,6 +118,8 @@ _REQUESTS_POLL_LISTENING: Final = 2.0
 notification lost while the listening connection was down)."""
 _RETRY_SECONDS: Final = 1.0
 """Pause before a failed background write is tried again."""
+_REQUESTS_PRUNE_SECONDS: Final = 60.0
+"""How often a host deletes the requests and runtime attachments of hosts no longer registered."""
 _HANDOFF_CLAIM_SECONDS: Final = 10.0
 """How long a host waits for the host with a plugin's runtime to take an event before it runs it itself."""
 _HANDOFF_ANSWER_SECONDS: Final = 60.0
@@ -459,6 +461,8 @@ class HostService:
         """Take the requests stored for this host: when announced, when the listening connection came back,
         and on a poll (the safety net on PostgreSQL, the only way on SQLite)."""
         poll = _REQUESTS_POLL_LISTENING if self.notifications.listening else _REQUESTS_POLL_SQLITE
+        loop = asyncio.get_running_loop()
+        pruned_at = loop.time()
         while True:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(poll):
@@ -466,6 +470,10 @@ class HostService:
             self._requests_due.clear()
             try:
                 await self.take_requests()
+                if loop.time() - pruned_at >= _REQUESTS_PRUNE_SECONDS:
+                    pruned_at = loop.time()
+                    # requests and attachments of hosts that left or were forgotten: nobody will take them
+                    await self.stores.requests.prune()
             except Exception as exc:
                 # the rows stay stored: the next round takes them
                 log.error("could not take the requests stored for this host: %s", exc)
