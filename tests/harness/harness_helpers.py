@@ -45,9 +45,10 @@ def make_context(
     streaming: bool = False,
     conversation_state: dict[str, Any] | None = None,
     allowed_roots: list[str] | None = None,
-    mcp_servers: list[str] | None = None,
+    mcp_servers: dict[str, dict[str, Any]] | None = None,
 ) -> AgentRunContext:
-    """A run context for a harness runner whose workspace policy keeps everything under *root*."""
+    """A run context for a harness runner whose workspace policy keeps everything under *root*;
+    *mcp_servers* are the operator's pins (name → ``{"url": ...}`` or ``{"command", "args", "env"}``)."""
     return AgentRunContext.model_validate(
         {
             "run_id": run_id,
@@ -67,7 +68,8 @@ def make_context(
                     "harness": {
                         "workspace_root": str(root),
                         "allowed_roots": allowed_roots or [],
-                        "mcp_server_allowlist": mcp_servers or [],
+                        "mcp_server_allowlist": list(mcp_servers or {}),
+                        "mcp_server_pins": mcp_servers or {},
                     },
                 },
             },

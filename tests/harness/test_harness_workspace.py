@@ -167,7 +167,13 @@ async def test_extra_mcp_servers_need_the_operator_allowlist(tmp_path: Path) -> 
     assert "harness_mcp_servers" in failed.data.message
     done = (
         await collect(
-            ClaudeCodeRunner(), make_context("run_m2", config, root=tmp_path / "ws", mcp_servers=["docs"])
+            ClaudeCodeRunner(),
+            make_context(
+                "run_m2",
+                config,
+                root=tmp_path / "ws",
+                mcp_servers={"docs": {"url": "http://127.0.0.1:1/mcp"}},
+            ),
         )
     )[-1]
     assert isinstance(done, RunCompletedResult)

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from agentrunner_host.admission import ID_PATTERN, is_valid_id
+from agentrunner import DynamicFormItemSchema
+from agentrunner_host.admission import ID_PATTERN, config_problems, is_valid_id
 from agentrunner_host.cli import EXIT_FAILURE, EXIT_OK, cli
 from agentrunner_host.config import ConfigFileError
 
@@ -137,3 +138,102 @@ async def test_an_agent_for_an_unknown_runner_or_a_wrong_config_is_refused(clien
         "/v1/agents/a", json={"agent_id": "a", "runner_id": ECHO, "runner_config": {"prefix": 1}}
     )
     assert replaced.status_code == 422 and replaced.json()["error"]["code"] == "invalid_runner_config"
+
+
+COZE = "plugin:langbot/coze-agent/default"
+COZE_OK = {"api-key": {"env": "COZE_KEY"}, "bot-id": "7350000000000000000"}
+DIFY = "plugin:langbot/dify-agent/default"
+DASHSCOPE = "plugin:langbot/dashscope-agent/default"
+DASHSCOPE_OK = {"api-key": {"env": "DASHSCOPE_KEY"}, "app-id": "app-1"}
+
+
+@pytest.mark.parametrize(
+    ("runner", "config", "field", "reason"),
+    [
+        (COZE, {"bot-id": "7"}, "api-key", "requires it"),
+        (COZE, {"api-key": {"env": "COZE_KEY"}, "bot-id": ""}, "bot-id", "requires it"),
+        (COZE, {**COZE_OK, "timeout": "120"}, "timeout", "expected a number"),
+        (COZE, {**COZE_OK, "auto-save-history": "yes"}, "auto-save-history", "expected true or false"),
+        (COZE, {**COZE_OK, "bot_id": "7"}, "bot_id", "not a field of runner"),
+        (DIFY, {"api-key": {"env": "K"}, "app-type": "completion"}, "app-type", "expected one of chat"),
+        (DASHSCOPE, {**DASHSCOPE_OK, "references-quote": 3}, "references-quote", "expected a string"),
+    ],
+)
+async def test_the_whole_config_is_checked_against_the_form(
+    client: httpx.AsyncClient, runner: str, config: dict[str, object], field: str, reason: str
+) -> None:
+    """Required fields, types, select options and unknown keys: 422 ``invalid_runner_config`` naming
+    ``runner_config.<field>`` and why; nothing stored. A value under a field's alias is checked as it."""
+    response = await client.post(
+        "/v1/agents", json={"agent_id": "c", "runner_id": runner, "runner_config": config}
+    )
+    assert response.status_code == 422, response.text
+    error = response.json()["error"]
+    assert error["code"] == "invalid_runner_config"
+    assert f"runner_config.{field}: " in error["message"] and reason in error["message"], error
+    assert (await client.get("/v1/agents/c")).status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("runner", "config"),
+    [
+        # a self-hosted base (the field is a string whose options are the two regions, as suggestions) and a
+        # fractional timeout (the runner reads a number)
+        (COZE, {**COZE_OK, "timeout": 1.5, "api-base": "http://127.0.0.1:9/gateway", "remove-think": True}),
+        (COZE, {**COZE_OK, "api-base": "https://api.coze.com"}),
+        # the legacy spelling migrate-config copies verbatim is the field's declared alias
+        (DASHSCOPE, {**DASHSCOPE_OK, "references-quote": "Source:"}),
+        (DIFY, {"api-key": {"env": "K"}, "app-type": "workflow", "timeout": 0.5}),
+    ],
+)
+async def test_configs_the_official_runners_really_take_are_admitted(
+    client: httpx.AsyncClient, runner: str, config: dict[str, object]
+) -> None:
+    """What the runners' own e2e suites configure passes: their forms state their real allowed values."""
+    response = await client.post(
+        "/v1/agents", json={"agent_id": "c", "runner_id": runner, "runner_config": config}
+    )
+    assert response.status_code == 201, response.text
+
+
+def _item(name: str, type_: str, **kw: object) -> DynamicFormItemSchema:
+    return DynamicFormItemSchema.model_validate({"name": name, "label": {"en_US": name}, "type": type_, **kw})
+
+
+def test_form_rules_integers_aliases_and_suggestions() -> None:
+    """An integer must be integral (``2.0`` is), a float any number; an alias counts as its field (a value
+    there satisfies ``required``); a string's options are suggestions, a select's are the choices."""
+    schema = [
+        _item("turns", "integer"),
+        _item("quote", "string", aliases=["legacy-quote"], required=True),
+        _item("base", "string", options=[{"name": "https://a.example", "label": {"en_US": "a"}}]),
+        _item("mode", "select", options=[{"name": "x", "label": {"en_US": "x"}}]),
+        _item("timeout", "float"),
+    ]
+    ok = {"turns": 2.0, "legacy-quote": "q", "base": "http://elsewhere", "mode": "x", "timeout": 0.25}
+    assert config_problems(schema, ok) == []
+    bad = {"turns": 2.5, "base": 1, "mode": "y", "timeout": True, "other": 1}
+    assert [str(p) for p in config_problems(schema, bad, runner_id="r")] == [
+        "runner_config.turns: expected an integer",
+        "runner_config.quote: r requires it",
+        "runner_config.base: expected a string",
+        "runner_config.mode: expected one of x",
+        "runner_config.timeout: expected a number",
+        "runner_config.other: not a field of r's form",
+    ]
+    assert config_problems([], {"anything": 1}) == []  # no form: the config is the runner's business
+
+
+def test_the_cli_names_every_problem_of_the_config(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``agents add`` refuses the same, naming each field."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("AGENTRUNNER_CONFIG", raising=False)
+    code, _ = _cli(
+        tmp_path, "agents", "add", "c", "--runner", COZE, "--runner-config", '{"timeout": "2.5", "x": 1}'
+    )
+    assert code == EXIT_FAILURE
+    err = capsys.readouterr().err
+    for field in ("api-key", "bot-id", "timeout", "x"):
+        assert f"runner_config.{field}:" in err, err

@@ -139,13 +139,15 @@ async def test_a_reply_slower_than_the_timeout_fails_timeout(tmp_path: Path, coz
 
 
 async def test_missing_required_config_fails_before_any_request(tmp_path: Path, coze: CozeFake) -> None:
+    """The API refuses the agent (admission against the form); stored past it, the runner refuses too."""
+    config = {"api-base": coze.platform.base_url, "api-key": {"env": "COZE_TEST_TOKEN"}}
     async with HostHarness.open(
-        tmp_path,
-        runner_id=RUNNER_ID,
-        runner_config={"api-base": coze.platform.base_url, "api-key": {"env": "COZE_TEST_TOKEN"}},
-        environ=ENV,
+        tmp_path, runner_id=RUNNER_ID, runner_config=config, environ=ENV, admitted=False
     ) as host:
+        refused = await host.refused_agent(RUNNER_ID, config)
         reply = await host.send("hi")
+    assert refused["code"] == "invalid_runner_config"
+    assert refused["message"] == f"runner_config.bot-id: runner {RUNNER_ID} requires it"
     assert reply.code == "coze.config_invalid"
     assert reply.failure is not None and "'bot-id'" in reply.failure["message"]
     assert coze.platform.requests == []

@@ -159,7 +159,9 @@ async def test_a_reply_slower_than_the_timeout_fails_retryable(
 async def test_missing_config_fails_before_any_request(host: HostHarness, fake: DashScopeFake) -> None:
     config = _config(fake)
     del config["app-id"]
-    await host.put_agent(RUNNER_ID, config)
+    refused = await host.refused_agent(RUNNER_ID, config)
+    assert refused["code"] == "invalid_runner_config" and "runner_config.app-id: " in refused["message"]
+    await host.put_agent(RUNNER_ID, config, admitted=False)  # as an agent stored before admission
     reply = await host.send("hi")
     assert reply.code == "dashscope.config_invalid"
     assert reply.failure is not None

@@ -120,15 +120,21 @@ async def test_a_reply_slower_than_the_timeout_fails_timeout(tmp_path: Path, dif
 
 
 async def test_missing_required_config_fails_before_any_request(tmp_path: Path, dify: DifyFake) -> None:
+    """The API refuses both agents (admission against the form); stored past it, the runner refuses too."""
     async with HostHarness.open(
         tmp_path,
         runner_id=RUNNER_ID,
         runner_config={"base-url": dify.base_url},
         environ={"DIFY_TEST_KEY": SENTINEL_KEY},
+        admitted=False,
     ) as host:
+        no_key = await host.refused_agent(RUNNER_ID, {"base-url": dify.base_url})
         reply = await host.send("hi")
-        await host.put_agent(RUNNER_ID, _config(dify, **{"app-type": "completion"}))
+        wrong_type = await host.refused_agent(RUNNER_ID, _config(dify, **{"app-type": "completion"}))
+        await host.put_agent(RUNNER_ID, _config(dify, **{"app-type": "completion"}), admitted=False)
         bad_type = await host.send("hi")
+    assert "runner_config.api-key: " in no_key["message"]
+    assert "runner_config.app-type: expected one of chat" in wrong_type["message"]
     assert reply.code == "dify.config_invalid"
     assert reply.failure is not None and "'api-key'" in reply.failure["message"]
     assert bad_type.code == "dify.config_invalid"

@@ -129,7 +129,9 @@ async def test_a_reply_slower_than_the_timeout_fails_retryable(host: HostHarness
 
 
 async def test_missing_config_fails_before_any_request(host: HostHarness, fake: LangflowFake) -> None:
-    await host.put_agent(RUNNER_ID, _config(fake, **{"flow-id": ""}))
+    refused = await host.refused_agent(RUNNER_ID, _config(fake, **{"flow-id": ""}))
+    assert refused["code"] == "invalid_runner_config" and "runner_config.flow-id: " in refused["message"]
+    await host.put_agent(RUNNER_ID, _config(fake, **{"flow-id": ""}), admitted=False)
     reply = await host.send("hi")
     assert reply.code == "langflow.config_invalid"
     assert reply.failure is not None

@@ -191,16 +191,23 @@ async def test_a_reply_slower_than_the_timeout_fails_timeout(tmp_path: Path, n8n
 
 
 async def test_missing_required_config_fails_before_any_request(tmp_path: Path, n8n: N8nFake) -> None:
+    """What the form states is refused by the API (admission) and, stored past it, by the runner; what
+    depends on another field (a header auth's value) only the runner can refuse."""
+    oauth = {"webhook-url": n8n.url("none"), "auth-type": "oauth"}
     async with HostHarness.open(
-        tmp_path, runner_id=RUNNER_ID, runner_config={"auth-type": "none"}, environ=ENV
+        tmp_path, runner_id=RUNNER_ID, runner_config={"auth-type": "none"}, environ=ENV, admitted=False
     ) as host:
+        refused_url = await host.refused_agent(RUNNER_ID, {"auth-type": "none"})
+        refused_type = await host.refused_agent(RUNNER_ID, oauth)
         no_url = await host.send("hi")
         await host.put_agent(
             RUNNER_ID, {"webhook-url": n8n.url("header"), "auth-type": "header", "header-name": HEADER_NAME}
         )
         no_value = await host.send("hi")
-        await host.put_agent(RUNNER_ID, {"webhook-url": n8n.url("none"), "auth-type": "oauth"})
+        await host.put_agent(RUNNER_ID, oauth, admitted=False)
         bad_type = await host.send("hi")
+    assert "runner_config.webhook-url: " in refused_url["message"]
+    assert "runner_config.auth-type: expected one of none" in refused_type["message"]
     assert no_url.code == no_value.code == bad_type.code == "n8n.config_invalid"
     assert no_url.failure is not None and "'webhook-url'" in no_url.failure["message"]
     assert no_value.failure is not None and "'header-value'" in no_value.failure["message"]

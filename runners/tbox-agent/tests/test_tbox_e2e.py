@@ -137,7 +137,9 @@ async def test_a_reply_slower_than_the_timeout_fails_retryable(host: HostHarness
 
 
 async def test_missing_config_fails_before_any_request(host: HostHarness, fake: TboxFake) -> None:
-    await host.put_agent(RUNNER_ID, _config(fake, **{"app-id": ""}))
+    refused = await host.refused_agent(RUNNER_ID, _config(fake, **{"app-id": ""}))
+    assert refused["code"] == "invalid_runner_config" and "runner_config.app-id: " in refused["message"]
+    await host.put_agent(RUNNER_ID, _config(fake, **{"app-id": ""}), admitted=False)
     image = await host.store_image(PNG)
     reply = await host.send("hi", contents=[image])
     assert reply.code == "tbox.config_invalid"

@@ -101,41 +101,64 @@ def _type_problem(item: DynamicFormItemSchema, value: Any) -> str | None:
         return None if isinstance(value, str) or _is_message_list(value) else "expected a list of messages"
     if kind in {"string", "text", "secret-input", "password", "textarea"}:
         return None if isinstance(value, str) else "expected a string"
-    if kind in {"integer", "float", "number"}:
-        # Runners read integers as numbers; a fractional timeout is still a number, "5" is not.
+    if kind == "integer":
+        ok = isinstance(value, int | float) and not isinstance(value, bool) and float(value).is_integer()
+        return None if ok else "expected an integer"
+    if kind in {"float", "number"}:
         ok = isinstance(value, int | float) and not isinstance(value, bool)
         return None if ok else "expected a number"
     if kind == "boolean":
         return None if isinstance(value, bool) else "expected true or false"
     if kind == "select":
-        # Options are suggestions for the form: runners accept other values (a self-hosted API base).
-        return None if isinstance(value, str | int | float) else "expected one of the form's options"
+        if not isinstance(value, str | int | float) or isinstance(value, bool):
+            return "expected one of the form's options"
+        choices = [option.name for option in item.options]
+        if choices and str(value) not in choices:
+            return f"expected one of {', '.join(choices)}"
+        return None
     if kind.endswith("-selector"):
         # Selector values are ids, a list of ids, or (fallback chains) an object of them.
         ok = isinstance(value, str | dict) or _is_str_list(value)
         return None if ok else "expected an id or a list of ids"
-    return None  # an open set of widget types: ones the host does not know are not checked
+    return (
+        None  # an open set of widget types (``json`` included): ones the host does not know are not checked
+    )
 
 
 def config_problems(
     schema: Sequence[DynamicFormItemSchema], config: Mapping[str, Any], *, runner_id: str = "the runner"
 ) -> list[ConfigProblem]:
-    """Why *config* does not fit the form *schema*: declared fields given a value of the wrong type.
-    ``{"env": "VAR"}`` references are accepted for any field (their values are read at run time)."""
-    # Keys the form does not declare are the runner's business (forms lag behind what runners read).
+    """Why *config* does not fit the form *schema*, field by field in the form's order, then unknown keys:
+
+    * a ``required`` field without a value (under its name or one of its ``aliases``) or a default;
+    * a value of the wrong type (``integer`` must be integral, ``float`` any number, ``boolean`` a boolean...);
+    * a ``select`` value that is none of its options (options of other types are suggestions);
+    * a key the form does not declare, by name or alias (only when the runner declares a form: a runner
+      without one takes its config as given).
+
+    ``{"env": "VAR"}`` references are accepted for any field (their values are read at run time). Forms have
+    no ranges (``DynamicFormItemSchema`` carries none), so numbers are checked for type only."""
     items = {item.name: item for item in schema}
+    known = set(items) | {alias for item in schema for alias in item.aliases}
     problems: list[ConfigProblem] = []
     for name, item in items.items():
-        value = config.get(name)
-        if value is None or value == "":
-            # A missing required field is the runner's to report when it runs (before any request); an
-            # agent may be added before its last field is known.
-            continue
-        if _is_env_ref(value):
-            continue
-        reason = _type_problem(item, value)
-        if reason is not None:
-            problems.append(ConfigProblem(f"runner_config.{name}", reason))
+        given = False
+        for key in (name, *item.aliases):
+            value = config.get(key)
+            if value is None or value == "":
+                continue
+            given = True
+            if _is_env_ref(value):
+                continue
+            reason = _type_problem(item, value)
+            if reason is not None:
+                problems.append(ConfigProblem(f"runner_config.{key}", reason))
+        if not given and item.required and item.default in (None, ""):
+            problems.append(ConfigProblem(f"runner_config.{name}", f"{runner_id} requires it"))
+    if items:
+        for key in config:
+            if key not in known:
+                problems.append(ConfigProblem(f"runner_config.{key}", f"not a field of {runner_id}'s form"))
     return problems
 
 
@@ -146,6 +169,6 @@ def check_agent_config(
     if manifest is None:
         problem = ConfigProblem("runner_id", f"runner {runner_id} is not installed")
         raise AdmissionError("unknown_runner", [problem])
-    problems = config_problems(manifest.config_schema, runner_config, runner_id=runner_id)
+    problems = config_problems(manifest.config_schema, runner_config, runner_id=f"runner {runner_id}")
     if problems:
         raise AdmissionError("invalid_runner_config", problems)

@@ -122,6 +122,11 @@ class LiveRun:
     call_token: str = field(default_factory=lambda: secrets.token_urlsafe(32), repr=False)
     """The run's call credential: every back-call must present it (a run id alone is not a credential)."""
     audit: list[AuditRecord] = field(default_factory=list[AuditRecord])
+    """Every back-call of the run, in call order."""
+    audit_stored: int = 0
+    """How many of ``audit`` are stored already (written while the run was live)."""
+    notify: Callable[[], None] | None = field(default=None, repr=False)
+    """Called after each record is appended (the live audit writer stores them)."""
     platform_requests: list[JsonObject] = field(default_factory=list[JsonObject])
 
 
@@ -323,6 +328,8 @@ class BackCallDispatcher:
         )
         if live is not None:
             live.audit.append(record)
+            if live.notify is not None:
+                live.notify()
         if risk:
             log.warning(
                 "dangerous tool call: run=%s runner=%s tool=%s risk=%s decision=%s",

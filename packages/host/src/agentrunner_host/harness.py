@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Final
 
 from agentrunner import AgentRunAPI, AgentRunRequest
 
+from agentrunner_host.config.model import HarnessMCPServer
 from agentrunner_host.runtime.connection import BackCallHandler
 from agentrunner_host.runtime.inprocess import InProcessTransport
 
@@ -59,10 +60,22 @@ class HarnessPolicy:
     """Where per-session working directories are created (default: ``<data_dir>/harness``)."""
     allowed_roots: tuple[str, ...] = ()
     """Directories a binding's ``working-directory`` may be inside."""
-    mcp_servers: tuple[str, ...] = ()
-    """Extra MCP server names a binding may give the harness."""
+    mcp_servers: tuple[HarnessMCPServer, ...] = ()
+    """Extra MCP servers a binding may give the harness, each pinned to its command and args or its URL."""
     allow_danger_full_access: bool = False
     """Whether Codex's ``danger-full-access`` sandbox may be configured."""
+
+    def metadata(self) -> dict[str, object]:
+        """``runtime.metadata['harness']`` of a run: what the harness-kit's ``WorkspacePolicy`` reads."""
+        root = self.workspace_root
+        return {
+            "workspace_root": str(root) if root is not None else None,
+            "allowed_roots": list(self.allowed_roots),
+            "mcp_server_allowlist": [server.name for server in self.mcp_servers],
+            # what each allowed name must run or reach: the harness refuses a binding's entry that differs
+            "mcp_server_pins": {server.name: server.pin() for server in self.mcp_servers},
+            "allow_danger_full_access": self.allow_danger_full_access,
+        }
 
 
 def refuse_code_execution(descriptor: RunnerDescriptor, policy: HarnessPolicy | None) -> None:
@@ -111,15 +124,6 @@ class HarnessSupport:
                 server, self._server = self._server, None
                 await server.stop()
 
-    def _metadata(self) -> dict[str, object]:
-        root = self.policy.workspace_root
-        return {
-            "workspace_root": str(root) if root is not None else None,
-            "allowed_roots": list(self.policy.allowed_roots),
-            "mcp_server_allowlist": list(self.policy.mcp_servers),
-            "allow_danger_full_access": self.policy.allow_danger_full_access,
-        }
-
     @contextlib.asynccontextmanager
     async def scope(
         self, descriptor: RunnerDescriptor, request: AgentRunRequest
@@ -132,7 +136,7 @@ class HarnessSupport:
         ctx = request.context
         metadata: dict[str, object] = dict(ctx.runtime.metadata)
         if caps.executes_code:
-            metadata[HARNESS_METADATA_KEY] = self._metadata()
+            metadata[HARNESS_METADATA_KEY] = self.policy.metadata()
         if not caps.mcp_bridge:
             yield _with_metadata(request, metadata)
             return

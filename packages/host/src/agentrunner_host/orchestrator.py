@@ -39,6 +39,7 @@ from .errors import (
     RunnerTransportError,
 )
 from .harness import HarnessSupport, refuse_code_execution
+from .live_audit import LiveAuditWriter
 from .persistence import event_entry, persist_finish, run_start, store_event_data
 from .ports import FactsAPI, RunStores
 from .redaction import ResultRedactor
@@ -193,6 +194,7 @@ class Orchestrator:
         self._handles: dict[str, RunHandle] = {}
         self._force_ends: set[asyncio.Task[None]] = set()
         self._sessions: dict[str, _SessionGate] = {}
+        self._live_audit = LiveAuditWriter(stores) if stores is not None else None
 
     @property
     def secret_values(self) -> ResultRedactor | None:
@@ -386,6 +388,8 @@ class Orchestrator:
             _done, pending = await asyncio.wait(tasks, timeout=self.force_end_grace_seconds * 2)
             for task in pending:
                 log.error("task %s ignored its cancellation through host shutdown; leaked", task.get_name())
+        if self._live_audit is not None:
+            await self._live_audit.aclose()
 
     # -- escalation --------------------------------------------------------------------------------------------
 
@@ -442,6 +446,8 @@ class Orchestrator:
             if handle.cancel_requested is not None:
                 raise asyncio.CancelledError
             state.live = self.dispatcher.register(state.snapshot)
+            if self._live_audit is not None:
+                self._live_audit.watch(state, state.live)  # its audit is queryable while it runs
             request = await self._prepare(state)
             conn = self.registry.connection(state.descriptor.plugin_id)
             async with (
@@ -615,6 +621,8 @@ class Orchestrator:
     async def _persist_finish(self, state: RunState, live: LiveRun | None) -> None:
         if self.stores is None:
             return
+        if live is not None and self._live_audit is not None:
+            await self._live_audit.settle(live)  # what it wrote while live is not written twice
         await persist_finish(self.stores, state, live)
 
 

@@ -18,7 +18,7 @@ from agentrunner_host.definitions import AgentEventEnvelope
 from .access import ConversationKey
 from .authorization import snapshot_json
 from .context_builder import HistoryHandles
-from .dispatcher import LiveRun
+from .dispatcher import AuditRecord, LiveRun
 from .ports import RunStores
 from .run_state import RunState
 from .stores import (
@@ -31,6 +31,7 @@ from .stores import (
 )
 
 __all__ = [
+    "backcall_entry",
     "event_entry",
     "persist_finish",
     "run_start",
@@ -164,9 +165,30 @@ def _host_event(state: RunState, kind: str, data: JsonObject, *, at: int | None 
     )
 
 
+def backcall_entry(state: RunState, record: AuditRecord) -> EventEntry:
+    """The ``host.backcall`` event-log record of one back-call (what the audit query reads)."""
+    return _host_event(
+        state,
+        "host.backcall",
+        {
+            "action": record.action,
+            "resource": record.resource,
+            "caller": record.caller,
+            "scope": record.scope,
+            "decision": record.decision,
+            "latency_ms": round(record.latency_ms, 3),
+            # dangerous tools' calls are findable by their classes
+            **({"risk": list(record.risk)} if record.risk else {}),
+        },
+        # when the call was made (the record may be stored later, with the run's end): the audit query's
+        # time filter reads it
+        at=int(record.at * 1000),
+    )
+
+
 async def persist_finish(stores: RunStores, state: RunState, live: LiveRun | None) -> None:
     """Write the end of a run in one transaction, after its results (and its start first, if the run ended
-    before that)."""
+    before that), with the back-call records not stored while it was live."""
     if not state.start_persisted:
         # The start may have committed although the run was cancelled before it could note that.
         with contextlib.suppress(RunExistsError):
@@ -199,26 +221,7 @@ async def persist_finish(stores: RunStores, state: RunState, live: LiveRun | Non
             )
     events = [_host_event(state, e.event_type, e.data) for e in state.host_events]
     if live is not None:
-        for record in live.audit:
-            events.append(
-                _host_event(
-                    state,
-                    "host.backcall",
-                    {
-                        "action": record.action,
-                        "resource": record.resource,
-                        "caller": record.caller,
-                        "scope": record.scope,
-                        "decision": record.decision,
-                        "latency_ms": round(record.latency_ms, 3),
-                        # dangerous tools' calls are findable by their classes
-                        **({"risk": list(record.risk)} if record.risk else {}),
-                    },
-                    # when the call was made (the record is stored with the run's end): the audit
-                    # query's time filter reads it
-                    at=int(record.at * 1000),
-                )
-            )
+        events += [backcall_entry(state, record) for record in live.audit[live.audit_stored :]]
         for request in live.platform_requests:
             events.append(_host_event(state, "platform.request_action", {**request, "executed": False}))
     events.append(

@@ -131,7 +131,11 @@ class DynamicFormItemSchema(ProtocolModel):
     description: I18nObject | None = None
     """Help text."""
     options: list[FormOption] = []
-    """Choices of a ``select``."""
+    """Choices of a ``select``: its value must be one of them. On any other type they are suggestions a form
+    may offer (a ``string`` with options still takes any string, e.g. a self-hosted API base)."""
+    aliases: list[str] = []
+    """Other keys the runner also reads this field from (legacy spellings a migrated configuration carries).
+    A host checks a value under an alias as this field's and does not count the alias as an unknown key."""
     secret: bool = False
     """The value is a credential: hosts redact it in every API, CLI and log output."""
 

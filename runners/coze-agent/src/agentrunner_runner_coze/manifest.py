@@ -34,9 +34,14 @@ CONFIG_SCHEMA: Final = [
     ),
     form_field(
         "api-base",
-        "select",
+        # A string with the two regions as suggestions, not a select: the runner takes any http(s) base
+        # (a gateway, a self-hosted proxy), and admission checks a select's value against its options.
+        "string",
         ("API base", "API 地址"),
-        ("coze.cn (China) or coze.com (international).", "coze.cn（国内）或 coze.com（国际）。"),
+        (
+            "coze.cn (China), coze.com (international) or another http(s) base such as a gateway.",
+            "coze.cn（国内）、coze.com（国际），或其他 http(s) 地址（如网关）。",
+        ),
         default="https://api.coze.cn",
         options=API_BASES,
     ),
@@ -52,7 +57,7 @@ CONFIG_SCHEMA: Final = [
     ),
     form_field(
         "timeout",
-        "integer",
+        "float",
         ("Timeout (seconds)", "超时（秒）"),
         (
             "Time limit of the whole exchange; the host's deadline still applies.",

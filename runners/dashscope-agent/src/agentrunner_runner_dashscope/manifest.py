@@ -33,6 +33,7 @@ def _field(
     required: bool = False,
     secret: bool = False,
     options: list[FormOption] | None = None,
+    aliases: tuple[str, ...] = (),
 ) -> DynamicFormItemSchema:
     return DynamicFormItemSchema(
         name=name,
@@ -43,6 +44,7 @@ def _field(
         required=required,
         secret=secret,
         options=options or [],
+        aliases=list(aliases),
     )
 
 
@@ -88,6 +90,8 @@ CONFIG_SCHEMA: Final = [
             "引用文档名称前的文字（也接受 references-quote）。",
         ),
         default=DEFAULT_REFERENCES_QUOTE,
+        # LangBot's default pipeline spelled it with a hyphen and migrate-config copies keys verbatim.
+        aliases=("references-quote",),
     ),
     _field(
         "base-url",
@@ -101,7 +105,7 @@ CONFIG_SCHEMA: Final = [
     ),
     _field(
         "timeout",
-        "integer",
+        "float",
         ("Timeout (seconds)", "超时（秒）"),
         (
             "Longest time one call may take; the run's deadline still applies.",

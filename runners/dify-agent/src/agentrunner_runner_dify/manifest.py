@@ -66,7 +66,7 @@ CONFIG_SCHEMA: Final = [
     ),
     form_field(
         "timeout",
-        "integer",
+        "float",
         ("Timeout (seconds)", "超时（秒）"),
         (
             "Time limit of the whole exchange; the host's deadline still applies.",

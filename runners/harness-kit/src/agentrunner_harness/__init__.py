@@ -20,6 +20,7 @@ from .driver import (
 from .environment import BASE_ENV_ALLOWLIST, build_environment, parse_environment_json, redact
 from .errors import FAILURE_KINDS, FailureKind, HarnessFailure
 from .jsonvalues import as_list, as_object
+from .mcp_pins import MCPServerPin, check_mcp_server, parse_pins
 from .native import (
     NativeEvent,
     NativeParser,
@@ -102,6 +103,9 @@ __all__ = [
     # workspace and projection
     "HARNESS_METADATA_KEY",
     "WorkspacePolicy",
+    "MCPServerPin",
+    "check_mcp_server",
+    "parse_pins",
     "resolve_working_directory",
     "context_directory",
     "run_directory",

@@ -26,6 +26,7 @@ from pydantic import JsonValue
 from .environment import build_environment, parse_environment_json, redact
 from .errors import HarnessFailure
 from .jsonvalues import as_object
+from .mcp_pins import check_mcp_server
 from .native import (
     NativeParser,
     NativeResult,
@@ -228,12 +229,7 @@ def _extra_mcp_servers(settings: HarnessSettings, policy: WorkspacePolicy) -> di
             server = as_object(raw_server)
             if server is None:
                 raise HarnessFailure("config_invalid", f"MCP server {name!r} must be an object")
-            if name not in policy.mcp_server_allowlist:
-                raise HarnessFailure(
-                    "config_invalid",
-                    f"MCP server {name!r} is not in the operator's allowlist ([security] harness_mcp_servers)",
-                )
-            servers[name] = server
+            servers[name] = check_mcp_server(name, server, policy.mcp_server_pins)
     return servers
 
 

@@ -132,8 +132,9 @@ _WORKSPACE: Final = (
         "json",
         "Extra MCP servers",
         "额外 MCP 服务器",
-        '{"mcpServers": {...}}; only servers the operator allowlisted ([security] harness_mcp_servers).',
-        '{"mcpServers": {...}}；仅限运维允许的服务器（[security] harness_mcp_servers）。',
+        '{"mcpServers": {...}}; only servers matching an operator pin '
+        "([[security.harness_mcp_servers]]: same command and args, or URL).",
+        '{"mcpServers": {...}}；仅限与运维固定项一致的服务器（[[security.harness_mcp_servers]]：命令与参数或 URL 相同）。',
         None,
     ),
     (

@@ -19,6 +19,7 @@ from typing import Final, cast
 
 from .errors import HarnessFailure
 from .jsonvalues import as_list
+from .mcp_pins import MCPServerPin, parse_pins
 
 __all__ = [
     "HARNESS_METADATA_KEY",
@@ -42,8 +43,8 @@ class WorkspacePolicy:
     """Where per-session working directories are created."""
     allowed_roots: tuple[Path, ...] = ()
     """Directories a configured working directory may be inside (``root`` always is)."""
-    mcp_server_allowlist: frozenset[str] = field(default_factory=frozenset[str])
-    """Names of extra MCP servers a binding may add to the harness."""
+    mcp_server_pins: Mapping[str, MCPServerPin] = field(default_factory=dict[str, MCPServerPin])
+    """Extra MCP servers a binding may add to the harness: name → what it must run or reach."""
     allow_danger_full_access: bool = False
     """Whether Codex's ``danger-full-access`` sandbox may be configured."""
 
@@ -60,7 +61,7 @@ class WorkspacePolicy:
         return cls(
             root=Path(root) if isinstance(root, str) else default_root,
             allowed_roots=tuple(Path(str(p)) for p in as_list(data.get("allowed_roots"))),
-            mcp_server_allowlist=frozenset(str(s) for s in as_list(data.get("mcp_server_allowlist"))),
+            mcp_server_pins=parse_pins(data.get("mcp_server_pins")),
             allow_danger_full_access=data.get("allow_danger_full_access") is True,
         )
 

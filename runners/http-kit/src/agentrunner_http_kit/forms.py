@@ -20,8 +20,10 @@ def form_field(
     required: bool = False,
     secret: bool = False,
     options: Sequence[str] = (),
+    aliases: Sequence[str] = (),
 ) -> DynamicFormItemSchema:
-    """A form item; *label* and *help_text* are ``(en_US, zh_Hans)``; *options* make a ``select``."""
+    """A form item; *label* and *help_text* are ``(en_US, zh_Hans)``; *options* are a ``select``'s choices
+    (suggestions on other types); *aliases* are other keys the runner reads the value from."""
     return DynamicFormItemSchema(
         name=name,
         type=type_,
@@ -31,4 +33,5 @@ def form_field(
         required=required,
         secret=secret,
         options=[FormOption(name=o, label=I18nObject(en_US=o, zh_Hans=o)) for o in options],
+        aliases=list(aliases),
     )

@@ -26,6 +26,7 @@ from urllib.parse import parse_qsl
 import httpx
 import uvicorn
 from agentrunner import AgentRunContext, AgentRunnerManifest
+from agentrunner_host import AgentConfig
 from agentrunner_host.config import load_settings
 from agentrunner_host.http import create_app
 from agentrunner_host.legacy import externalize_secrets, migrate_pipeline_config, resolve_runner_config
@@ -411,9 +412,11 @@ class HostHarness:
         runner_config: Mapping[str, Any],
         environ: Mapping[str, str] | None = None,
         toml: str | None = None,
+        admitted: bool = True,
     ) -> AsyncGenerator[HostHarness]:
         """Start the host on *data_dir* (secrets in *runner_config* as ``{"env": "VAR"}`` with the variables
-        in *environ*) and create the agent and its binding through the API."""
+        in *environ*) and create the agent and its binding through the API (``admitted=False``: see
+        :meth:`put_agent`)."""
         path = _write_config(data_dir, toml)
         env = {"AGENTRUNNER_DATA_DIR": str(data_dir / "data"), **(environ or {})}
         settings = load_settings(path, environ=env, cwd=data_dir)
@@ -423,22 +426,43 @@ class HostHarness:
                 transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1:8420", timeout=60
             ) as client:
                 harness = cls(service, client)
-                await harness.put_agent(runner_id, runner_config)
+                await harness.put_agent(runner_id, runner_config, admitted=admitted)
                 yield harness
 
-    async def put_agent(self, runner_id: str, runner_config: Mapping[str, Any]) -> None:
-        """Create (or replace) the agent under test and its global binding."""
+    async def put_agent(
+        self, runner_id: str, runner_config: Mapping[str, Any], *, admitted: bool = True
+    ) -> None:
+        """Create (or replace) the agent under test and its global binding.
+
+        ``admitted=False`` stores the agent in the host's agent set directly, past the API's admission
+        against the runner's form: how an agent an older host stored reaches the runner, which must still
+        refuse a config that does not fit (see :meth:`refused_agent` for the API's answer)."""
         agent = {"agent_id": "under-test", "runner_id": runner_id, "runner_config": dict(runner_config)}
         existing = await self.client.get("/v1/agents/under-test")
-        if existing.status_code == 200:
+        if not admitted:
+            bindings = await self.service.directory.put_agent(
+                AgentConfig.model_validate(agent), create=existing.status_code != 200
+            )
+            self.service.apply_bindings(bindings)
+        elif existing.status_code == 200:
             response = await self.client.put("/v1/agents/under-test", json=agent)
+            assert response.status_code == 200, response.text
         else:
             response = await self.client.post("/v1/agents", json=agent)
-        assert response.status_code in (200, 201), response.text
+            assert response.status_code == 201, response.text
         binding = {"binding_id": "under-test", "agent_id": "under-test", "priority": 100}
         if (await self.client.get("/v1/bindings/under-test")).status_code != 200:
             created = await self.client.post("/v1/bindings", json=binding)
             assert created.status_code == 201, created.text
+
+    async def refused_agent(self, runner_id: str, runner_config: Mapping[str, Any]) -> dict[str, Any]:
+        """``POST /v1/agents`` of an agent that admission must refuse: asserts the 422 and that nothing was
+        stored, and returns the error (``code``, ``message`` naming each ``runner_config.<field>``)."""
+        agent = {"agent_id": "refused", "runner_id": runner_id, "runner_config": dict(runner_config)}
+        response = await self.client.post("/v1/agents", json=agent)
+        assert response.status_code == 422, response.text
+        assert (await self.client.get("/v1/agents/refused")).status_code == 404
+        return cast(dict[str, Any], response.json()["error"])
 
     def _event(
         self,

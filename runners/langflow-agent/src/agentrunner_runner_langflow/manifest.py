@@ -98,7 +98,7 @@ CONFIG_SCHEMA: Final = [
     ),
     _field(
         "timeout",
-        "integer",
+        "float",
         ("Timeout (seconds)", "超时（秒）"),
         (
             "Longest time one call may take; the run's deadline still applies.",

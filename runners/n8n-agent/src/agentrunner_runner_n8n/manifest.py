@@ -85,7 +85,7 @@ CONFIG_SCHEMA: Final = [
     ),
     form_field(
         "timeout",
-        "integer",
+        "float",
         ("Timeout (seconds)", "超时（秒）"),
         (
             "Time limit of the whole call; the host's deadline still applies.",

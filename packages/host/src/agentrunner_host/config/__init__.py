@@ -20,6 +20,7 @@ from .model import (
     BindingSpec,
     ClusterConfig,
     DefaultsConfig,
+    HarnessMCPServer,
     HostConfig,
     HttpConfig,
     IsolationConfig,
@@ -53,6 +54,7 @@ __all__ = (
     "default_data_dir",
     "format_key_path",
     # the file
+    "HarnessMCPServer",
     "HostConfig",
     "HttpConfig",
     "IsolationConfig",

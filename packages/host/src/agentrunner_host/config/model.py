@@ -6,7 +6,7 @@ import ipaddress
 import math
 import re
 from collections import Counter
-from typing import Annotated, Final, Literal
+from typing import Annotated, Final, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -22,6 +22,7 @@ __all__ = [
     "LOOPBACK_HOSTS",
     "BindingSpec",
     "DefaultsConfig",
+    "HarnessMCPServer",
     "HostConfig",
     "HttpConfig",
     "IsolationConfig",
@@ -202,6 +203,51 @@ class RuntimeServerConfig(_Section):
             raise ValueError("runtime_server.plugins: a plugin is listed twice")
         return self
 
+class HarnessMCPServer(_Section):
+    """One extra MCP server a harness binding may add (``[[security.harness_mcp_servers]]``), pinned: a
+    binding's ``mcp-config-json`` entry of this name must start exactly this ``command`` with exactly these
+    ``args`` (a local stdio server) or reach exactly this ``url`` (a remote one). A name alone would let the
+    binding run any program under an allowlisted name."""
+
+    name: Identifier
+    """The server's name in ``mcpServers``."""
+    command: str | None = Field(default=None, min_length=1)
+    """The program of a stdio server, as the binding must give it."""
+    args: list[str] = []
+    """Its arguments, in order (the binding's must be equal)."""
+    env: list[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]] = []
+    """Names of variables the binding may set for a stdio server (none by default: ``NODE_OPTIONS`` or
+    ``LD_PRELOAD`` would change what the pinned command runs)."""
+    url: str | None = Field(default=None, pattern=r"^https?://[^\s]+$")
+    """The endpoint of a remote (``http`` / ``sse``) server; its ``headers`` may be set by the binding."""
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> HarnessMCPServer:
+        if (self.command is None) == (self.url is None):
+            raise ValueError(f"harness MCP server {self.name!r} needs exactly one of command or url")
+        if self.url is not None and (self.args or self.env):
+            raise ValueError(f"harness MCP server {self.name!r}: args and env belong to a command")
+        return self
+
+    def pin(self) -> dict[str, object]:
+        """What the harness checks a binding's entry against (``runtime.metadata``)."""
+        if self.url is not None:
+            return {"url": self.url}
+        return {"command": self.command, "args": list(self.args), "env": list(self.env)}
+
+
+def _pinned_servers(value: object) -> object:
+    if not isinstance(value, list):
+        return value
+    items = cast(list[object], value)
+    for item in items:
+        if isinstance(item, str):
+            raise ValueError(
+                f"harness_mcp_servers entry {item!r} is a bare name: pin what it runs, "
+                f'{{ name = "{item}", command = "...", args = [...] }} or {{ name = "{item}", url = "..." }}'
+            )
+    return items
+
 
 class SecurityConfig(_Section):
     """``[security]``: what the operator allows runners to do."""
@@ -212,10 +258,22 @@ class SecurityConfig(_Section):
     harness_workspace_roots: list[str] = []
     """Directories a code-executing runner's ``working-directory`` may be inside (checked after realpath);
     per-conversation workspaces under ``<data_dir>/harness`` are always allowed."""
-    harness_mcp_servers: list[str] = []
-    """Names of extra MCP servers a binding may give a harness (``mcp-config-json``); none by default."""
+    harness_mcp_servers: list[HarnessMCPServer] = []
+    """Extra MCP servers a binding may give a harness (``mcp-config-json``), each pinned to its command and
+    arguments or its URL; none by default."""
     allow_danger_full_access: bool = False
     """Allow Codex's ``danger-full-access`` sandbox in a binding's config."""
+
+    @field_validator("harness_mcp_servers", mode="before")
+    @classmethod
+    def _no_bare_names(cls, value: object) -> object:
+        return _pinned_servers(value)
+
+    @field_validator("harness_mcp_servers")
+    @classmethod
+    def _unique_servers(cls, value: list[HarnessMCPServer]) -> list[HarnessMCPServer]:
+        _unique("security.harness_mcp_servers", [s.name for s in value])
+        return value
 
 
 class IsolationConfig(_Section):

@@ -889,7 +889,7 @@ class HostService:
         agents = [entry.agent for entry in self.directory.agents()]
         registry = self.host.registry
         warnings = registry.warnings
-        servers = self.settings.config.security.harness_mcp_servers
+        servers = [server.name for server in self.settings.config.security.harness_mcp_servers]
         return [
             runner_view(
                 d,
