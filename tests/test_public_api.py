@@ -401,6 +401,8 @@ _HARNESS_KIT_API = [
     "SESSION_ID_KEY",
     "SkillSpec",
     "WORKING_DIRECTORY_KEY",
+    "WORKSPACE_MARKER",
+    "WorkspaceLease",
     "WorkspacePolicy",
     "as_list",
     "as_object",

@@ -60,6 +60,8 @@ from .settings import (
 )
 from .workspace import (
     HARNESS_METADATA_KEY,
+    WORKSPACE_MARKER,
+    WorkspaceLease,
     WorkspacePolicy,
     context_directory,
     ensure_private_dir,
@@ -102,6 +104,8 @@ __all__ = [
     "DEFAULT_STDERR_TAIL",
     # workspace and projection
     "HARNESS_METADATA_KEY",
+    "WORKSPACE_MARKER",
+    "WorkspaceLease",
     "WorkspacePolicy",
     "MCPServerPin",
     "check_mcp_server",

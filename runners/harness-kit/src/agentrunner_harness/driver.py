@@ -12,6 +12,7 @@ import asyncio
 import base64
 import contextlib
 import logging
+import os
 import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AbstractAsyncContextManager
@@ -40,6 +41,7 @@ from .process import HarnessProcess, OutputTooLargeError, ProcessLimits
 from .projection import ProjectedSkill, parse_skills, project_skills, prompt_text, write_context
 from .settings import HarnessSettings
 from .workspace import (
+    WorkspaceLease,
     WorkspacePolicy,
     context_directory,
     ensure_private_dir,
@@ -371,6 +373,7 @@ async def run_harness(
     out = AgentRunner.emitter(ctx)
     attempt = _Attempt()
     secrets: tuple[str, ...] = ()
+    lease: WorkspaceLease | None = None
     try:
         settings = adapter.settings(ctx.config)
         budget = _budget(ctx, settings.timeout)
@@ -384,12 +387,16 @@ async def run_harness(
             or (ctx.conversation and ctx.conversation.conversation_id)
             or ctx.run_id
         )
+        # A stored workspace that is gone (expired and swept by the host) took the native session's files
+        # with it: start a fresh session rather than ask the CLI to resume one it cannot find.
+        workspace_gone = _workspace_gone(settings, stored_dir)
         workdir = resolve_working_directory(
             policy,
             configured=settings.working_directory,
             stored=stored_dir if isinstance(stored_dir, str) else None,
             session_key=session_key,
         )
+        lease = await WorkspaceLease.acquire(policy, workdir)
         context_dir = context_directory(workdir, settings.context_directory)
         run_dir = run_directory(context_dir, ctx.run_id)
         files = write_context(ctx, run_dir, working_directory=workdir) if settings.inject_context else None
@@ -411,6 +418,9 @@ async def run_harness(
         async with bridge_cm as bridge:
             resume = stored_session if isinstance(stored_session, str) and stored_session else None
             fallback = False
+            if resume is not None and workspace_gone:
+                log.info("workspace of native session %s expired; starting a fresh session", resume)
+                resume, fallback = None, True
             while True:
                 plan = HarnessPlan(
                     ctx=ctx,
@@ -488,6 +498,14 @@ async def run_harness(
         yield out.fail(
             f"{adapter.prefix}.unexpected_error", redact(f"{type(exc).__name__}: {exc}", secrets=secrets)
         )
+    finally:
+        if lease is not None:
+            lease.release()
+
+
+def _workspace_gone(settings: HarnessSettings, stored_dir: object) -> bool:
+    """Whether the session workspace an earlier turn stored no longer exists (a configured one is not ours)."""
+    return not settings.working_directory and isinstance(stored_dir, str) and not os.path.isdir(stored_dir)
 
 
 def _has_bridge_tools(ctx: AgentRunContext) -> bool:

@@ -8,6 +8,8 @@ inside one of the allowed roots. The context directory is relative and stays ins
 
 from __future__ import annotations
 
+import asyncio
+import fcntl
 import hashlib
 import os
 import re
@@ -23,6 +25,8 @@ from .mcp_pins import MCPServerPin, parse_pins
 
 __all__ = [
     "HARNESS_METADATA_KEY",
+    "WORKSPACE_MARKER",
+    "WorkspaceLease",
     "WorkspacePolicy",
     "context_directory",
     "ensure_private_dir",
@@ -33,6 +37,10 @@ __all__ = [
 HARNESS_METADATA_KEY: Final = "harness"
 """Key of ``ctx.runtime.metadata`` under which the host passes the operator's workspace policy."""
 _RUN_ID: Final = re.compile(r"^[A-Za-z0-9_.:-]{1,200}$")
+WORKSPACE_MARKER: Final = ".agentrunner-workspace"
+"""Marker file of a per-session workspace: its modification time is the last use, and a run holds a shared
+lock on it; the host's sweep deletes a workspace unused past its TTL only under an exclusive lock."""
+_LEASE_ATTEMPTS: Final = 5
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -135,3 +143,54 @@ def run_directory(context_dir: Path, run_id: str) -> Path:
     if not _RUN_ID.match(run_id):
         raise HarnessFailure("context_injection_error", f"run id {run_id!r} cannot name a directory")
     return ensure_private_dir(context_dir / run_id)
+
+
+def _is_session_workspace(policy: WorkspacePolicy, workdir: Path) -> bool:
+    return workdir.parent == Path(os.path.realpath(policy.root / "sessions"))
+
+
+class WorkspaceLease:
+    """A run's hold on its per-session workspace (:data:`WORKSPACE_MARKER`): the workspace's use is marked when
+    the run starts and when it ends, and the host's expiry sweep never deletes it in between.
+
+    Workspaces a binding configured (outside ``<root>/sessions``) are not the host's to expire and get no
+    marker."""
+
+    def __init__(self, fd: int | None) -> None:
+        self._fd = fd
+
+    @classmethod
+    async def acquire(cls, policy: WorkspacePolicy, workdir: Path) -> WorkspaceLease:
+        """Hold *workdir*; waits while a sweep is deleting it, then recreates it."""
+        if not _is_session_workspace(policy, workdir):
+            return cls(None)
+        marker = workdir / WORKSPACE_MARKER
+        for _ in range(_LEASE_ATTEMPTS):
+            ensure_private_dir(workdir)
+            try:
+                fd = os.open(marker, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+            except FileNotFoundError:
+                continue  # swept between the mkdir and the open
+            # a sweep holds the lock only while it deletes; wait for it off the event loop
+            await asyncio.to_thread(fcntl.flock, fd, fcntl.LOCK_SH)
+            try:
+                current = os.stat(marker).st_ino == os.fstat(fd).st_ino
+            except FileNotFoundError:
+                current = False
+            if current:
+                os.utime(fd)
+                return cls(fd)
+            os.close(fd)  # the workspace was deleted while we waited: make it again
+        raise HarnessFailure(
+            "working_directory_not_found", f"workspace {workdir} kept disappearing", retryable=True
+        )
+
+    def release(self) -> None:
+        """Mark the use's end and let the sweep have it once it expires."""
+        fd, self._fd = self._fd, None
+        if fd is None:
+            return
+        try:
+            os.utime(fd)
+        finally:
+            os.close(fd)

@@ -258,6 +258,11 @@ class SecurityConfig(_Section):
     harness_workspace_roots: list[str] = []
     """Directories a code-executing runner's ``working-directory`` may be inside (checked after realpath);
     per-conversation workspaces under ``<data_dir>/harness`` are always allowed."""
+    harness_workspace_ttl_seconds: float = Field(default=2_592_000.0, ge=0)
+    """Per-session workspaces under ``<data_dir>/harness/sessions`` unused this long (30 days) are deleted by
+    the periodic sweep (``[state] sweep_interval_seconds``), never while a run uses one; the next turn of
+    that conversation starts a fresh workspace and native session. 0 keeps them. A binding's own
+    ``working-directory`` is never deleted."""
     harness_mcp_servers: list[HarnessMCPServer] = []
     """Extra MCP servers a binding may give a harness (``mcp-config-json``), each pinned to its command and
     arguments or its URL; none by default."""

@@ -76,6 +76,7 @@ from agentrunner_host.stores import (
 )
 from agentrunner_host.stores.engine import alembic_config, create_engine, current_revision, upgrade
 from agentrunner_host.stores.tables import PG_RESULTS_CHANNEL
+from agentrunner_host.workspaces import sweep_workspaces
 
 if TYPE_CHECKING:
     from agentrunner_host.runtime.process import RuntimeOptions
@@ -606,6 +607,17 @@ class HostService:
             log.info("forgot %d idempotency answer(s) older than the idempotency TTL", forgotten)
         return forgotten
 
+    async def sweep_workspaces(self) -> list[str]:
+        """Delete the harness session workspaces unused for ``[security] harness_workspace_ttl_seconds`` now
+        (the sweeper does it every ``sweep_interval_seconds``); returns their names."""
+        ttl = self.settings.config.security.harness_workspace_ttl_seconds
+        removed = await asyncio.to_thread(
+            sweep_workspaces, self.settings.data_dir / "harness", ttl_seconds=ttl
+        )
+        if removed:
+            log.info("removed %d harness workspace(s) unused for %g s", len(removed), ttl)
+        return removed
+
     async def _sweep(self) -> None:
         interval = self.settings.config.state.sweep_interval_seconds
         while True:
@@ -619,6 +631,11 @@ class HostService:
             except Exception as exc:
                 # old answers only take space meanwhile; the next round tries again
                 log.error("sweeping old idempotency answers failed: %s", exc)
+            try:
+                await self.sweep_workspaces()
+            except Exception as exc:
+                # expired workspaces only take space meanwhile; the next round tries again
+                log.error("sweeping expired harness workspaces failed: %s", exc)
             await asyncio.sleep(interval)
 
     async def _watch_agents(self) -> None:
