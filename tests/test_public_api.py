@@ -399,6 +399,7 @@ _HARNESS_KIT_API = [
     "ProcessLimits",
     "ProjectedSkill",
     "SESSION_ID_KEY",
+    "SkillPin",
     "SkillSpec",
     "WORKING_DIRECTORY_KEY",
     "WORKSPACE_MARKER",
@@ -416,6 +417,7 @@ _HARNESS_KIT_API = [
     "ensure_private_dir",
     "parse_environment_json",
     "parse_pins",
+    "parse_skill_pins",
     "parse_skills",
     "project_skills",
     "prompt_text",
@@ -423,6 +425,8 @@ _HARNESS_KIT_API = [
     "resolve_working_directory",
     "run_directory",
     "run_harness",
+    "skill_digest",
+    "verify_skills",
     "write_context",
 ]
 

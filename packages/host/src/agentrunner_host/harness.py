@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Final
 
 from agentrunner import AgentRunAPI, AgentRunRequest
 
-from agentrunner_host.config.model import HarnessMCPServer
+from agentrunner_host.config.model import HarnessMCPServer, HarnessSkill
 from agentrunner_host.runtime.connection import BackCallHandler
 from agentrunner_host.runtime.inprocess import InProcessTransport
 
@@ -64,6 +64,8 @@ class HarnessPolicy:
     """Extra MCP servers a binding may give the harness, each pinned to its command and args or its URL."""
     allow_danger_full_access: bool = False
     """Whether Codex's ``danger-full-access`` sandbox may be configured."""
+    skills: tuple[HarnessSkill, ...] | None = None
+    """Skills a binding may project, pinned by digest; ``None``: not verified."""
 
     def metadata(self) -> dict[str, object]:
         """``runtime.metadata['harness']`` of a run: what the harness-kit's ``WorkspacePolicy`` reads."""
@@ -75,6 +77,9 @@ class HarnessPolicy:
             # what each allowed name must run or reach: the harness refuses a binding's entry that differs
             "mcp_server_pins": {server.name: server.pin() for server in self.mcp_servers},
             "allow_danger_full_access": self.allow_danger_full_access,
+            "skill_pins": None
+            if self.skills is None
+            else [{"name": s.name, "sha256": s.sha256, "version": s.version} for s in self.skills],
         }
 
 

@@ -38,7 +38,14 @@ from .native import (
     NativeUnknown,
 )
 from .process import HarnessProcess, OutputTooLargeError, ProcessLimits
-from .projection import ProjectedSkill, parse_skills, project_skills, prompt_text, write_context
+from .projection import (
+    ProjectedSkill,
+    parse_skills,
+    project_skills,
+    prompt_text,
+    verify_skills,
+    write_context,
+)
 from .settings import HarnessSettings
 from .workspace import (
     WorkspaceLease,
@@ -405,8 +412,9 @@ async def run_harness(
         if settings.inject_skills:
             specs = parse_skills(settings.skills_json)
             if specs:
+                verified = verify_skills(specs, policy.skill_pins)
                 skills_dir = ensure_private_dir(adapter.skills_parent(workdir, run_dir))
-                skills = project_skills(specs, skills_dir)
+                skills = project_skills(specs, skills_dir, verified=verified)
         extra_servers = _extra_mcp_servers(settings, policy)
         bridge_cm: AbstractAsyncContextManager[BridgeHandle | None] = contextlib.nullcontext(None)
         # Only the host's own bridge: without one (a host that does not register runs, the conformance kit)

@@ -3,7 +3,10 @@
 Projection follows AGENT_CONTEXT_PROTOCOL §4.5 / OFFICIAL_RUNNER_PLUGINS §7.1: the event-first context is
 written as JSON (schema :data:`CONTEXT_SCHEMA`) and as a short Markdown summary into the run directory, and the
 prompt on stdin names both before the user's text. Skills become ``SKILL.md`` directories, written read-only;
-each projected file's name and sha256 go into the run's metadata so an audit can tell what the harness saw.
+each projected file's name and sha256, the skill's digest (:func:`skill_digest`) and version go into the run's
+metadata so an audit can tell what the harness saw. When the operator pins skills (``skill_pins`` of the
+workspace policy, from ``[[security.harness_skills]]``), :func:`verify_skills` refuses, before anything is
+written, a skill that is not pinned or whose digest (or pinned version) differs.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import os
 import re
 import shutil
 import stat
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Final
@@ -26,12 +30,16 @@ from .errors import HarnessFailure
 from .jsonvalues import as_list, as_object
 
 __all__ = [
+    "SkillPin",
+    "skill_digest",
+    "verify_skills",
     "CONTEXT_FILE",
     "CONTEXT_MARKDOWN_FILE",
     "CONTEXT_SCHEMA",
     "ProjectedSkill",
     "SkillSpec",
     "context_document",
+    "parse_skill_pins",
     "parse_skills",
     "project_skills",
     "prompt_text",
@@ -168,6 +176,70 @@ class SkillSpec:
     """``SKILL.md``."""
     files: tuple[tuple[str, str], ...] = ()
     """Extra files: (relative path, text)."""
+    version: str | None = None
+    """The version the binding says it is (checked against a pin that names one)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SkillPin:
+    """An operator-approved skill: its name, digest and optionally its version."""
+
+    sha256: str
+    """:func:`skill_digest` of its files."""
+    version: str | None = None
+    """The version it must declare, when pinned."""
+
+
+def _file_digests(files: list[tuple[str, bytes]]) -> str:
+    lines = [f"{hashlib.sha256(data).hexdigest()}  {path}\n" for path, data in sorted(files)]
+    return hashlib.sha256("".join(lines).encode()).hexdigest()
+
+
+def skill_digest(skill: SkillSpec) -> str:
+    """The skill's sha256: of the ``sha256sum`` lines ``<hex>  <path>`` of its files (``SKILL.md`` and the
+    extra files) in path order. In the projected skill's directory, ``find . -type f -printf '%P\n' | LC_ALL=C
+    sort | xargs -d '\n' sha256sum | sha256sum`` gives the same."""
+    return _file_digests([("SKILL.md", skill.content.encode()), *((p, t.encode()) for p, t in skill.files)])
+
+
+def verify_skills(skills: list[SkillSpec], pins: Mapping[str, SkillPin] | None) -> list[bool]:
+    """Whether each skill was verified against a pin (``pins is None``: the operator pins nothing, so none
+    is, and all are projected); :class:`HarnessFailure` ``config_invalid`` for an unpinned or differing one."""
+    if pins is None:
+        return [False] * len(skills)
+    for skill in skills:
+        digest = skill_digest(skill)
+        pin = pins.get(skill.name)
+        if pin is None:
+            raise HarnessFailure(
+                "config_invalid",
+                f"skill {skill.name!r} (sha256 {digest}) is not pinned by the operator "
+                "([[security.harness_skills]])",
+            )
+        if pin.sha256 != digest:
+            raise HarnessFailure(
+                "config_invalid",
+                f"skill {skill.name!r} has sha256 {digest}, the operator pinned {pin.sha256}",
+            )
+        if pin.version is not None and skill.version != pin.version:
+            raise HarnessFailure(
+                "config_invalid",
+                f"skill {skill.name!r} is version {skill.version!r}, the operator pinned {pin.version!r}",
+            )
+    return [True] * len(skills)
+
+
+def parse_skill_pins(raw: object) -> dict[str, SkillPin] | None:
+    """``skill_pins`` of the workspace policy: ``None`` when the operator pins nothing."""
+    if raw is None:
+        return None
+    pins: dict[str, SkillPin] = {}
+    for item in as_list(raw):
+        entry = as_object(item) or {}
+        name, digest, version = entry.get("name"), entry.get("sha256"), entry.get("version")
+        if isinstance(name, str) and isinstance(digest, str):
+            pins[name] = SkillPin(sha256=digest, version=version if isinstance(version, str) else None)
+    return pins
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,12 +252,22 @@ class ProjectedSkill:
     """Directory name (safe form of the name)."""
     files: tuple[tuple[str, str], ...]
     """(relative path, sha256 hex) of every file written."""
+    sha256: str = ""
+    """:func:`skill_digest` of the skill."""
+    version: str | None = None
+    """The version the binding gave."""
+    verified: bool = False
+    """Whether it matched an operator pin."""
 
     def metadata(self) -> dict[str, JsonValue]:
         """The run-metadata entry."""
         return {
             "name": self.name,
             "directory": self.directory,
+            "sha256": self.sha256,
+            "version": self.version,
+            "verified": self.verified,
+            "source": "binding",
             "files": [{"path": p, "sha256": d} for p, d in self.files],
         }
 
@@ -228,7 +310,10 @@ def parse_skills(raw: object) -> list[SkillSpec]:
                     "context_injection_error", f"skills-json[{index}].files entries need path and content"
                 )
             files.append((path, text))
-        skills.append(SkillSpec(name=name.strip(), content=content, files=tuple(files)))
+        version = entry.get("version")
+        if version is not None and not isinstance(version, str):
+            raise HarnessFailure("context_injection_error", f"skills-json[{index}].version must be a string")
+        skills.append(SkillSpec(name=name.strip(), content=content, files=tuple(files), version=version))
     return skills
 
 
@@ -257,11 +342,14 @@ def _make_read_only(path: Path) -> None:
     os.chmod(path, stat.S_IRUSR | stat.S_IXUSR)
 
 
-def project_skills(skills: list[SkillSpec], parent: Path) -> list[ProjectedSkill]:
-    """Write every skill to ``<parent>/<safe-name>/`` read-only (replacing an earlier projection)."""
+def project_skills(
+    skills: list[SkillSpec], parent: Path, *, verified: list[bool] | None = None
+) -> list[ProjectedSkill]:
+    """Write every skill to ``<parent>/<safe-name>/`` read-only (replacing an earlier projection);
+    *verified* (from :func:`verify_skills`) is recorded with each."""
     projected: list[ProjectedSkill] = []
     seen: set[str] = set()
-    for skill in skills:
+    for index, skill in enumerate(skills):
         directory = _safe_name(skill.name)
         if directory in seen:
             raise HarnessFailure(
@@ -299,5 +387,14 @@ def project_skills(skills: list[SkillSpec], parent: Path) -> list[ProjectedSkill
             raise HarnessFailure(
                 "context_injection_error", f"could not write skill {skill.name!r}: {exc.strerror}"
             ) from exc
-        projected.append(ProjectedSkill(name=skill.name, directory=directory, files=tuple(digests)))
+        projected.append(
+            ProjectedSkill(
+                name=skill.name,
+                directory=directory,
+                files=tuple(digests),
+                sha256=skill_digest(skill),
+                version=skill.version,
+                verified=bool(verified and verified[index]),
+            )
+        )
     return projected

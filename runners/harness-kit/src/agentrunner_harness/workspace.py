@@ -22,6 +22,7 @@ from typing import Final, cast
 from .errors import HarnessFailure
 from .jsonvalues import as_list
 from .mcp_pins import MCPServerPin, parse_pins
+from .projection import SkillPin, parse_skill_pins
 
 __all__ = [
     "HARNESS_METADATA_KEY",
@@ -55,6 +56,8 @@ class WorkspacePolicy:
     """Extra MCP servers a binding may add to the harness: name → what it must run or reach."""
     allow_danger_full_access: bool = False
     """Whether Codex's ``danger-full-access`` sandbox may be configured."""
+    skill_pins: Mapping[str, SkillPin] | None = None
+    """Skills the operator approved (name → digest, version); ``None``: skills are not verified."""
 
     @classmethod
     def from_metadata(cls, metadata: Mapping[str, object]) -> WorkspacePolicy:
@@ -71,6 +74,7 @@ class WorkspacePolicy:
             allowed_roots=tuple(Path(str(p)) for p in as_list(data.get("allowed_roots"))),
             mcp_server_pins=parse_pins(data.get("mcp_server_pins")),
             allow_danger_full_access=data.get("allow_danger_full_access") is True,
+            skill_pins=parse_skill_pins(data.get("skill_pins")),
         )
 
     def roots(self) -> list[Path]:
@@ -145,6 +149,21 @@ def run_directory(context_dir: Path, run_id: str) -> Path:
     return ensure_private_dir(context_dir / run_id)
 
 
+async def _lock_shared(fd: int) -> None:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        # a sweep holds it only while it deletes the workspace; wait for it off the event loop
+        await asyncio.to_thread(fcntl.flock, fd, fcntl.LOCK_SH)
+
+
+def _same_file(path: Path, fd: int) -> bool:
+    try:
+        return os.stat(path).st_ino == os.fstat(fd).st_ino
+    except FileNotFoundError:
+        return False
+
+
 def _is_session_workspace(policy: WorkspacePolicy, workdir: Path) -> bool:
     return workdir.parent == Path(os.path.realpath(policy.root / "sessions"))
 
@@ -171,12 +190,12 @@ class WorkspaceLease:
                 fd = os.open(marker, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
             except FileNotFoundError:
                 continue  # swept between the mkdir and the open
-            # a sweep holds the lock only while it deletes; wait for it off the event loop
-            await asyncio.to_thread(fcntl.flock, fd, fcntl.LOCK_SH)
             try:
-                current = os.stat(marker).st_ino == os.fstat(fd).st_ino
-            except FileNotFoundError:
-                current = False
+                await _lock_shared(fd)
+                current = _same_file(marker, fd)
+            except BaseException:
+                os.close(fd)  # cancelled while waiting: a lock taken later goes with the descriptor
+                raise
             if current:
                 os.utime(fd)
                 return cls(fd)

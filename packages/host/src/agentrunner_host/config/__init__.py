@@ -21,6 +21,7 @@ from .model import (
     ClusterConfig,
     DefaultsConfig,
     HarnessMCPServer,
+    HarnessSkill,
     HostConfig,
     HttpConfig,
     IsolationConfig,
@@ -55,6 +56,7 @@ __all__ = (
     "format_key_path",
     # the file
     "HarnessMCPServer",
+    "HarnessSkill",
     "HostConfig",
     "HttpConfig",
     "IsolationConfig",

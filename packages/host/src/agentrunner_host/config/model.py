@@ -23,6 +23,7 @@ __all__ = [
     "BindingSpec",
     "DefaultsConfig",
     "HarnessMCPServer",
+    "HarnessSkill",
     "HostConfig",
     "HttpConfig",
     "IsolationConfig",
@@ -236,6 +237,19 @@ class HarnessMCPServer(_Section):
         return {"command": self.command, "args": list(self.args), "env": list(self.env)}
 
 
+class HarnessSkill(_Section):
+    """A skill a harness binding may project (``[[security.harness_skills]]``), pinned by its digest: the
+    sha256 of the ``sha256sum`` lines of its files (``SKILL.md`` and any others), sorted; the refusal of an
+    unpinned skill names the digest to pin after review."""
+
+    name: str = Field(min_length=1, max_length=200)
+    """The skill's name in ``skills-json``."""
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    """Its digest."""
+    version: str | None = Field(default=None, min_length=1)
+    """The version it must declare, when given."""
+
+
 def _pinned_servers(value: object) -> object:
     if not isinstance(value, list):
         return value
@@ -268,6 +282,9 @@ class SecurityConfig(_Section):
     arguments or its URL; none by default."""
     allow_danger_full_access: bool = False
     """Allow Codex's ``danger-full-access`` sandbox in a binding's config."""
+    harness_skills: list[HarnessSkill] | None = None
+    """Skills a harness binding may project (``skills-json``), each pinned to its digest (and version). Unset:
+    skills are projected unverified, their digests recorded; set (even to ``[]``): only these."""
 
     @field_validator("harness_mcp_servers", mode="before")
     @classmethod
@@ -278,6 +295,12 @@ class SecurityConfig(_Section):
     @classmethod
     def _unique_servers(cls, value: list[HarnessMCPServer]) -> list[HarnessMCPServer]:
         _unique("security.harness_mcp_servers", [s.name for s in value])
+        return value
+
+    @field_validator("harness_skills")
+    @classmethod
+    def _unique_skills(cls, value: list[HarnessSkill] | None) -> list[HarnessSkill] | None:
+        _unique("security.harness_skills", [s.name for s in value or []])
         return value
 
 

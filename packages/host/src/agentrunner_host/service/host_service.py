@@ -974,6 +974,7 @@ def _harness_policy(settings: Settings) -> HarnessPolicy:
         allowed_roots=tuple(security.harness_workspace_roots),
         mcp_servers=tuple(security.harness_mcp_servers),
         allow_danger_full_access=security.allow_danger_full_access,
+        skills=None if security.harness_skills is None else tuple(security.harness_skills),
     )
 
 
