@@ -2,7 +2,7 @@
 
 An event posted to ``/v1/events`` runs the CLI against a loopback fake of its model API; the fake model calls
 the host's ``history_page`` tool through the host's MCP bridge, the tool result reaches the fake, the reply
-streams back over SSE and the transcript holds it. A second event in the same conversation resumes the same
+streams back over SSE and the transcript holds it; the audit query holds exactly that one back-call. A second event in the same conversation resumes the same
 native session (the fake sees its id). CI installs both CLIs (.ci/harness-clis.sh) and sets
 ``AGENTRUNNER_REQUIRE_HARNESS=1``, so there these tests fail rather than skip when a CLI is missing.
 """
@@ -175,6 +175,14 @@ def test_a_real_cli_behind_serve_uses_the_bridge_streams_and_resumes(
                 if '"next_cursor"' in json.dumps_str(r["body"]) or "has_more" in json.dumps_str(r["body"])
             ]
             assert tool_results, "the history page never reached the fake model API"
+            # audit completeness of a harness run: the CLI's one tool call through the bridge is one record
+            run_id = first[-1][1]["run_id"]
+            audit = client.get("/v1/audit", params={"run_id": run_id, "order": "asc"}).json()["entries"]
+            assert [(e["action"], e["decision"], e["runner_id"]) for e in audit] == [
+                ("history.page", "allowed", runner_id)
+            ], audit
+            run = client.get(f"/v1/runs/{run_id}").json()
+            assert run["status"] == "completed", run
             transcript = client.get("/v1/conversations/harness-e2e/transcript").json()
             assistant = [i["content"] for i in transcript["items"] if i["role"] == "assistant"]
             assert assistant and "Tool said" in assistant[-1]
