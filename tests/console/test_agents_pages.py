@@ -134,7 +134,7 @@ async def test_a_secret_field_takes_a_variable_name_and_never_shows_a_value(
         json={
             "agent_id": "d1",
             "runner_id": DIFY,
-            "runner_config": {"api-base": "https://dify.example/v1", "api-key": {"env": "DIFY_KEY"}},
+            "runner_config": {"base-url": "https://dify.example/v1", "api-key": {"env": "DIFY_KEY"}},
         },
         headers=ORIGIN,
     )

@@ -204,6 +204,7 @@ class RuntimeServerConfig(_Section):
             raise ValueError("runtime_server.plugins: a plugin is listed twice")
         return self
 
+
 class HarnessMCPServer(_Section):
     """One extra MCP server a harness binding may add (``[[security.harness_mcp_servers]]``), pinned: a
     binding's ``mcp-config-json`` entry of this name must start exactly this ``command`` with exactly these
