@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from typing import Final, Literal
 
 from agentrunner import AgentRunResult, ArtifactRef, MessageDeltaResult, RunFailedResult
 from agentrunner.codec import JsonObject
@@ -21,6 +21,7 @@ from agentrunner_host.stores import ResultLog, ResultRecord, StateWrite
 from .authorization import AuthorizationSnapshot
 from .context_builder import HistoryHandles
 from .dispatcher import LiveRun
+from .redaction import StreamMasker
 from .registry import RunnerDescriptor
 
 __all__ = [
@@ -108,7 +109,7 @@ class RunState:
     delta_chars: int = 0
     """Characters in ``delta_buffer``: streamed text kept for the transcript is capped (one result's size)."""
     delta_truncated: bool = False
-    stream_mask: Any = None
+    stream_mask: StreamMasker | None = None
     """The run's window over streamed text (``redaction.StreamMasker``), when the host knows secrets."""
     last_delta: MessageDeltaResult | None = None
     """The latest delta delivered (a held-back tail is released as a copy of it)."""
