@@ -90,6 +90,9 @@ class BackCaller(AgentRunner):
 class _BackCalls:
     """A host with SQLite stores and the back-caller in a plugin process; :meth:`run` is one measured run."""
 
+    opened = False
+    """Whether :meth:`open` got as far as the plugin's runtime (what :meth:`close` then stops)."""
+
     async def open(self) -> None:
         from agentrunner_host.definitions import AgentBinding, RunPolicy
         from agentrunner_host.host import Host
@@ -117,6 +120,7 @@ class _BackCalls:
         )
         self.runtime = RuntimeManager(self.host.dispatcher, plugins=[spec])
         self.host.registry.add(self.runtime.connection(_PLUGIN))
+        self.opened = True
         self.events = itertools.count()
         await self.run(0)
         # the owner the set-up run's state.updated was stored under, for the store-only variant
@@ -261,30 +265,33 @@ async def measure(repeats: int, calls: int) -> dict[str, list[float]]:
         seq += 1
         await floor.call({"id": seq, "action": "__ping"}, "id", seq)
 
-    await ours.call({"kind": "hello", "id": 0}, "kind", "welcome")
     back_calls = _BackCalls()
-    await back_calls.open()
-    variants = {
-        "langbot __ping": lang_ping,
-        "agentrunner ping": our_ping,
-        "raw echo child (floor)": floor_echo,
-    }
-    variants[STORE_ONLY] = back_calls.store_get
-    samples: dict[str, list[float]] = {BACK_CALL: [], **{name: [] for name in variants}}
-    for op in variants.values():  # warm up
-        for _ in range(50):
-            await op()
-    await back_calls.run(50)
-    for _ in range(repeats):
-        samples[BACK_CALL].append(await back_calls.run(calls))
-        for name, op in variants.items():
-            started = time.perf_counter()
-            for _ in range(calls):
+    try:
+        await ours.call({"kind": "hello", "id": 0}, "kind", "welcome")
+        await back_calls.open()
+        variants = {
+            "langbot __ping": lang_ping,
+            "agentrunner ping": our_ping,
+            "raw echo child (floor)": floor_echo,
+        }
+        variants[STORE_ONLY] = back_calls.store_get
+        samples: dict[str, list[float]] = {BACK_CALL: [], **{name: [] for name in variants}}
+        for op in variants.values():  # warm up
+            for _ in range(50):
                 await op()
-            samples[name].append((time.perf_counter() - started) / calls * 1e6)
-    for client in (lang, ours, floor):
-        await client.close()
-    await back_calls.close()
+        await back_calls.run(50)
+        for _ in range(repeats):
+            samples[BACK_CALL].append(await back_calls.run(calls))
+            for name, op in variants.items():
+                started = time.perf_counter()
+                for _ in range(calls):
+                    await op()
+                samples[name].append((time.perf_counter() - started) / calls * 1e6)
+    finally:  # a failed measurement must not leave the children running
+        for client in (lang, ours, floor):
+            await client.close()
+        if back_calls.opened:
+            await back_calls.close()
     return samples
 
 
