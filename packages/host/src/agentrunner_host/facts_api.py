@@ -289,9 +289,19 @@ class PullAPI:
         if conversation is None:
             return HistoryHandles()
         latest, event_seq = await self._stores.positions(conversation=conversation)
+        return self.history_handles_at(access, latest, event_seq)
+
+    def history_handles_at(
+        self, access: RunAccess, transcript_seq: int | None, event_seq: int | None
+    ) -> HistoryHandles:
+        """The handles of the run's conversation at positions already read (a run's start reads them in its
+        own transaction)."""
+        conversation = access.conversation
+        if conversation is None:
+            return HistoryHandles()
         return HistoryHandles(
-            latest_cursor=self.history_cursor(conversation, 2 * (latest or 0) + 1),
-            transcript_seq=latest,
+            latest_cursor=self.history_cursor(conversation, 2 * (transcript_seq or 0) + 1),
+            transcript_seq=transcript_seq,
             event_seq=event_seq,
         )
 

@@ -23,9 +23,8 @@ from agentrunner import codec as json
 from agentrunner.codec import JsonObject
 
 from agentrunner_host.definitions import AgentBinding, AgentEventEnvelope
-from agentrunner_host.stores import DuplicateEventStoredError, EventEntry
+from agentrunner_host.stores import DuplicateEventStoredError, EventEntry, RunStart, StartFacts, StartReads
 
-from .access import RunAccess
 from .authorization import AuthorizationSnapshot, SnapshotBuilder
 from .bindings import BindingSet
 from .channel import Channel, ChannelClosed
@@ -247,15 +246,8 @@ class Orchestrator:
         try:
             descriptor = await self.registry.get(binding.runner_id)
             refuse_code_execution(descriptor, self.harness.policy if self.harness is not None else None)
-            if self.stores is not None:
-                # read at every start, not cached: a switch set by the CLI or another host counts at once
-                control = await self.stores.controls.get(descriptor.runner_id)
-                if control is not None:
-                    raise RunnerDisabledError(descriptor.runner_id, control.reason)
         except HostError as exc:
-            if not ingested:
-                await self._ingest(event)
-                await self._host_record(event, "event.unhandled", {"reason": exc.message})
+            await self._refused(event, exc, ingested=ingested)
             raise
         run_id = "run_" + uuid.uuid4().hex
         snapshot = self.snapshots.build(run_id=run_id, descriptor=descriptor, binding=binding, event=event)
@@ -263,7 +255,11 @@ class Orchestrator:
             run_id=run_id, binding=binding, descriptor=descriptor, snapshot=snapshot, event=event
         )
         if self.stores is not None:
-            await self._persist_start(self.stores, state, include_event=not ingested)
+            try:
+                await self._persist_start(self.stores, state, include_event=not ingested)
+            except RunnerDisabledError as exc:
+                await self._refused(event, exc, ingested=ingested)
+                raise
             state.log = self.stores.runs.log(run_id)
         handle = RunHandle(run_id, binding, snapshot, state=state)
         self._handles[run_id] = handle
@@ -276,19 +272,42 @@ class Orchestrator:
         )
         return handle
 
+    async def _refused(self, event: AgentEventEnvelope, exc: HostError, *, ingested: bool) -> None:
+        """An event that cannot start a run is still stored, with a host record saying why."""
+        if not ingested:
+            await self._ingest(event)
+            await self._host_record(event, "event.unhandled", {"reason": exc.message})
+
     async def _persist_start(self, stores: RunStores, state: RunState, *, include_event: bool) -> None:
-        """Read what the context needs (before the user turn is written), then commit the start."""
+        """Commit the start with the reads the context needs, in one transaction: the runner's disable switch
+        (read at every start, not cached: a switch set by the CLI or another host counts at once), the state
+        snapshot and the conversation's positions (read before the run's own user turn is written)."""
         access = state.snapshot.access()
-        if state.binding.state_policy.snapshot and access.state_owners:
-            state.state_snapshot = await stores.state.snapshot(access.state_owners)
-        state.history = await self._history_handles(access)
-        start = run_start(state, state.history)
-        if include_event:
-            start = dataclasses.replace(start, event=event_entry(state.event))
+        pull = self.pull
+        reads = StartReads(
+            runner_id=state.descriptor.runner_id,
+            state_owners=access.state_owners if state.binding.state_policy.snapshot else None,
+            conversation=access.conversation if pull is not None else None,
+        )
+
+        def build(facts: StartFacts) -> RunStart:
+            if facts.control is not None:
+                raise RunnerDisabledError(facts.control.runner_id, facts.control.reason)
+            history = HistoryHandles()
+            if pull is not None:
+                history = pull.history_handles_at(access, facts.transcript_seq, facts.event_seq)
+            start = run_start(state, history)
+            if include_event:
+                start = dataclasses.replace(start, event=event_entry(state.event))
+            return start
+
         try:
-            await stores.runs.start(start)
+            facts = await stores.start_run(reads, build)
         except DuplicateEventStoredError:
             raise DuplicateEventError(state.event.event_id) from None
+        state.state_snapshot = facts.state
+        if pull is not None:
+            state.history = pull.history_handles_at(access, facts.transcript_seq, facts.event_seq)
         state.start_persisted = True
 
     @contextlib.asynccontextmanager
@@ -551,9 +570,10 @@ class Orchestrator:
                 code, message, retryable = failure
                 terminal = host_failure(state, code, message, retryable=retryable)
                 state.host_seq += 1
-                store_result(state, None, terminal.type, terminal.__pydantic_serializer__.to_json(terminal))
+                encoded = terminal.__pydantic_serializer__.to_json(terminal)
+                store_result(state, None, terminal.type, encoded)
                 state.terminal = terminal
-                final_item = DeliveredResult(state.host_seq, terminal)
+                final_item = DeliveredResult(state.host_seq, terminal, encoded)
             if state.delta_buffer:
                 # the streamed text of a reply that never completed, at most one result's size of it
                 text = "".join(state.delta_buffer)
@@ -612,11 +632,6 @@ class Orchestrator:
                 )
             ]
         )
-
-    async def _history_handles(self, access: RunAccess) -> HistoryHandles:
-        if self.pull is None:
-            return HistoryHandles()
-        return await self.pull.history_handles(access)
 
     async def _persist_finish(self, state: RunState, live: LiveRun | None) -> None:
         if self.stores is None:

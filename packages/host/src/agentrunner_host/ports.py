@@ -10,7 +10,7 @@ concrete classes, so what each of them relies on is written down in one place an
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Protocol
 
 from agentrunner import (
@@ -47,7 +47,10 @@ from agentrunner_host.stores import (
     ArtifactStore,
     EventLog,
     RunnerControlStore,
+    RunStart,
     RunStore,
+    StartFacts,
+    StartReads,
     StateStore,
     StorageStore,
     Transcript,
@@ -118,6 +121,10 @@ class RunStores(Protocol):
         """The newest transcript seq and event seq of the conversation's thread."""
         ...
 
+    async def start_run(self, reads: StartReads, build: Callable[[StartFacts], RunStart], /) -> StartFacts:
+        """Read what a starting run needs and store the start *build* makes of it (SQLite: one transaction)."""
+        ...
+
 
 class FactsAPI(Protocol):
     """The pull actions: one method per action, ``(access, params) -> result`` (failures are ``APIError``\\ s),
@@ -125,6 +132,12 @@ class FactsAPI(Protocol):
 
     async def history_handles(self, access: RunAccess, /) -> HistoryHandles:
         """The newest transcript and event positions of the run's conversation."""
+        ...
+
+    def history_handles_at(
+        self, access: RunAccess, transcript_seq: int | None, event_seq: int | None, /
+    ) -> HistoryHandles:
+        """The handles of the run's conversation at positions read already (see ``RunStores.start_run``)."""
         ...
 
     async def history_page(self, access: RunAccess, params: HistoryPageParams, /) -> HistoryPage:

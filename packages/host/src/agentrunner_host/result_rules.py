@@ -130,7 +130,9 @@ class ResultRules:
                 "runner.too_many_results", f"the runner sent more than {policy.max_results} results"
             )
         if isinstance(raw, dict):
-            size = json.json_size(raw)
+            # encoded once: these bytes are measured, stored and sent to readers as they are
+            payload: JsonObject | bytes = json.dumps(raw)
+            size = len(payload)
             if size > policy.max_result_bytes:
                 raise RunViolation(
                     "payload_too_large", f"a result of {size} bytes exceeds {policy.max_result_bytes}"
@@ -139,7 +141,6 @@ class ResultRules:
                 parsed = parse_result(raw)
             except (ValidationError, ValueError) as exc:
                 raise RunViolation("runner.invalid_result", f"invalid result: {_first_error(exc)}") from None
-            payload: JsonObject | bytes = raw
         else:
             obj: object = raw  # an in-process runner can yield anything at run time
             if not isinstance(obj, (AgentRunResultBase, UnknownResult)):  # pyright: ignore[reportUnnecessaryIsInstance]
@@ -197,12 +198,11 @@ class ResultRules:
         if delivered is result:
             store_result(state, result.sequence, delivered.type, payload, size=size)
         else:
-            store_result(
-                state, result.sequence, delivered.type, delivered.__pydantic_serializer__.to_json(delivered)
-            )
+            payload = delivered.__pydantic_serializer__.to_json(delivered)
+            store_result(state, result.sequence, delivered.type, payload)
         if delivered.type in TERMINAL_RESULT_TYPES:
             state.terminal = delivered
-        return DeliveredResult(state.host_seq, delivered)
+        return DeliveredResult(state.host_seq, delivered, payload if isinstance(payload, bytes) else None)
 
     def _mask_stream(
         self, state: RunState, result: MessageDeltaResult, payload: JsonObject | bytes
@@ -238,8 +238,9 @@ class ResultRules:
             state.delta_buffer.append(held)
             state.delta_chars += len(held)
         state.host_seq += 1
-        store_result(state, None, result.type, result.__pydantic_serializer__.to_json(result))
-        return DeliveredResult(state.host_seq, result)
+        encoded = result.__pydantic_serializer__.to_json(result)
+        store_result(state, None, result.type, encoded)
+        return DeliveredResult(state.host_seq, result, encoded)
 
     async def _apply(self, state: RunState, result: AgentRunResult) -> AgentRunResult | None:
         caps = state.snapshot.capabilities

@@ -51,6 +51,8 @@ class DeliveredResult:
     """1-based, gap-free per run; the replay cursor."""
     result: AgentRunResult
     """The validated result (the runner's ``sequence`` kept as sent)."""
+    encoded: bytes | None = None
+    """Its JSON exactly as stored (readers send these bytes on instead of encoding the result again)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,8 +10,6 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Final
 
-from agentrunner import codec as json
-
 from agentrunner_host.service import ReplayItem
 
 __all__ = ["KEEPALIVE_SECONDS", "SSE_HEADERS", "encode_event", "sse_stream"]
@@ -24,7 +22,7 @@ SSE_HEADERS: Final = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
 
 def encode_event(item: ReplayItem) -> bytes:
     """``id: <host_seq>`` / ``event: <type>`` / ``data: <result JSON>`` (compact JSON never spans lines)."""
-    return f"id: {item.host_seq}\nevent: {item.type}\ndata: ".encode() + json.dumps(item.payload) + b"\n\n"
+    return f"id: {item.host_seq}\nevent: {item.type}\ndata: ".encode() + item.encoded + b"\n\n"
 
 
 async def sse_stream(

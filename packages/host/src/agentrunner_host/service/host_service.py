@@ -17,10 +17,9 @@ import secrets
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Generator, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, cast
 
 from agentrunner import (
     TERMINAL_RESULT_TYPES,
@@ -131,25 +130,66 @@ _AGENTS_POLL_LISTENING: Final = 30.0
 """Seconds between two version reads while PostgreSQL announces changes (a safety net)."""
 
 
-@dataclass(frozen=True, slots=True)
 class ReplayItem:
-    """One result for a reader: its host sequence, type and wire payload."""
+    """One result for a reader: its host sequence, type and wire payload (held as the JSON bytes the host
+    stored when it has them: decoded only if a reader asks for :attr:`payload`)."""
 
-    host_seq: int
-    """1-based, gap-free position in the run."""
-    type: str
-    """Result type."""
-    payload: JsonObject
-    """The result as JSON."""
+    __slots__ = ("_encoded", "_payload", "host_seq", "type")
+
+    def __init__(
+        self,
+        host_seq: int,
+        type: str,
+        payload: JsonObject | None = None,
+        *,
+        encoded: bytes | None = None,
+    ) -> None:
+        if payload is None and encoded is None:
+            raise ValueError("a replay item needs its payload or its encoding")
+        self.host_seq = host_seq
+        """1-based, gap-free position in the run."""
+        self.type = type
+        """Result type."""
+        self._payload = payload
+        self._encoded = encoded
+
+    @property
+    def payload(self) -> JsonObject:
+        """The result as JSON."""
+        if self._payload is None:
+            assert self._encoded is not None
+            self._payload = cast(JsonObject, json.loads(self._encoded))
+        return self._payload
+
+    @property
+    def encoded(self) -> bytes:
+        """The result's JSON bytes (the stored ones when known)."""
+        if self._encoded is None:
+            self._encoded = json.dumps(self.payload)
+        return self._encoded
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ReplayItem):
+            return NotImplemented
+        return (self.host_seq, self.type, self.payload) == (other.host_seq, other.type, other.payload)
+
+    __hash__ = None  # pyright: ignore[reportAssignmentType]
+
+    def __repr__(self) -> str:
+        return f"ReplayItem(host_seq={self.host_seq}, type={self.type!r})"
 
     @classmethod
     def of(cls, item: DeliveredResult | ResultRecord) -> ReplayItem:
         """From a live or a stored result."""
         if isinstance(item, DeliveredResult):
-            # The encoding the orchestrator stores, so a live result and its replay are the same JSON.
+            if item.encoded is not None:
+                # the bytes the orchestrator stored: a live result and its replay are the same JSON
+                return cls(item.host_seq, item.result.type, encoded=item.encoded)
             return cls(item.host_seq, item.result.type, item.result.model_dump(mode="json"))
         payload = item.payload
-        return cls(item.host_seq, item.type, payload if isinstance(payload, dict) else json.loads(payload))
+        if isinstance(payload, dict):
+            return cls(item.host_seq, item.type, payload)
+        return cls(item.host_seq, item.type, encoded=payload)
 
 
 def _cursor_key(data_dir: Path) -> bytes:

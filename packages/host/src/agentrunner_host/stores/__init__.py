@@ -29,13 +29,22 @@ from .errors import (
     ValueTooLargeError,
 )
 from .events import MAX_SUMMARY_CHARS, AppendOutcome, EventEntry, EventKind, EventLog, StoredEvent
-from .facade import HostStores
+from .facade import HostStores, StartFacts, StartReads
 from .host_requests import HostRequest, HostRequestStore, RequestKind
 from .hosts import HostRecord, HostStore
 from .idempotency import IdempotencyStore
 from .journal import DEFAULT_FLUSH_WINDOW, ResultLog, ResultLogError
 from .records import Role, TranscriptItemType
-from .runs import HOST_RESTARTED, ResultRecord, RunFinish, RunRecord, RunStart, RunStatus, RunStore
+from .runs import (
+    HOST_RESTARTED,
+    ResultRecord,
+    RunFinish,
+    RunRecord,
+    RunStart,
+    RunStatus,
+    RunStore,
+    StartPlan,
+)
 from .state import StateItem, StateKey, StateStore, StateTTL, StateWrite
 from .storage import DEFAULT_STORAGE_MAX_BYTES, StorageItem, StorageKey, StorageStore
 from .transcript import MAX_SEARCH_TOP_K, StoredTranscriptItem, Transcript, TranscriptEntry
@@ -43,6 +52,8 @@ from .transcript import MAX_SEARCH_TOP_K, StoredTranscriptItem, Transcript, Tran
 __all__ = [
     # facade
     "HostStores",
+    "StartFacts",
+    "StartReads",
     # event log
     "AppendOutcome",
     "EventEntry",
@@ -65,6 +76,7 @@ __all__ = [
     "RunStart",
     "RunStatus",
     "RunStore",
+    "StartPlan",
     "DEFAULT_FLUSH_WINDOW",
     "ResultLog",
     "ResultLogError",

@@ -1,7 +1,7 @@
 """Operator controls on runners: the per-runner disable switch (``stores.controls``).
 
 A row in ``runner_controls`` means the runner is disabled: the orchestrator reads it before every run starts
-(one primary-key read), so a switch set by another process — the CLI, another host on the same database —
+(one primary-key read, inside the run's start transaction), so a switch set by another process — the CLI, another host on the same database —
 takes effect for the next event, with no cache to go stale.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final, cast
 
-from sqlalchemy import RowMapping, Table, delete, select
+from sqlalchemy import RowMapping, Table, bindparam, delete, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from agentrunner_host.stores._connections import Database, now_ms
@@ -18,7 +18,7 @@ from agentrunner_host.stores.tables import RunnerControlRow
 
 from ._sql import insert_for
 
-__all__ = ["RunnerControl", "RunnerControlStore"]
+__all__ = ["RunnerControl", "RunnerControlStore", "read_control"]
 
 CONTROLS: Final = cast(Table, RunnerControlRow.__table__)
 MAX_REASON_CHARS: Final = 1000
@@ -46,6 +46,15 @@ def _control(m: RowMapping) -> RunnerControl:
         disabled_by=m["disabled_by"],
         disabled_at=m["disabled_at"],
     )
+
+
+_CONTROL: Final = select(CONTROLS).where(CONTROLS.c.runner_id == bindparam("runner_id"))
+
+
+async def read_control(conn: AsyncConnection, runner_id: str) -> RunnerControl | None:
+    """The control of *runner_id* on *conn* (statements only: a run's start reads it in its own transaction)."""
+    row = (await conn.execute(_CONTROL, {"runner_id": runner_id})).mappings().first()
+    return None if row is None else _control(row)
 
 
 class RunnerControlStore:
@@ -88,12 +97,7 @@ class RunnerControlStore:
     async def get(self, runner_id: str) -> RunnerControl | None:
         """The control of *runner_id* when it is disabled, else ``None``."""
         async with self._db.read() as conn:
-            row = (
-                (await conn.execute(select(CONTROLS).where(CONTROLS.c.runner_id == runner_id)))
-                .mappings()
-                .first()
-            )
-        return None if row is None else _control(row)
+            return await read_control(conn, runner_id)
 
     async def disabled(self) -> dict[str, RunnerControl]:
         """Every disabled runner, by id."""

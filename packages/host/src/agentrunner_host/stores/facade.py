@@ -2,32 +2,34 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from sqlalchemy import String, bindparam, select
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from agentrunner_host.access import ConversationKey
+from agentrunner_host.access import ConversationKey, StateOwner
 from agentrunner_host.stores._connections import Database
 
 from ._sql import main_line
 from .agents import AgentStore
 from .artifacts import ArtifactStore
 from .audit import AuditLog
-from .controls import RunnerControlStore
+from .controls import RunnerControl, RunnerControlStore, read_control
 from .events import EventLog
 from .host_requests import HostRequestStore
 from .hosts import HostStore
 from .idempotency import IdempotencyStore
 from .journal import DEFAULT_FLUSH_WINDOW
 from .records import EVENTS, ITEMS
-from .runs import RunStore
+from .runs import RunStart, RunStore, StartPlan
 from .state import StateStore
 from .storage import DEFAULT_STORAGE_MAX_BYTES, StorageStore
 from .transcript import Transcript
 
-__all__ = ["ARTIFACTS_DIR_NAME", "HostStores"]
+__all__ = ["ARTIFACTS_DIR_NAME", "HostStores", "StartFacts", "StartReads"]
 
 ARTIFACTS_DIR_NAME = "artifacts"
 """Artifact files live in ``<data_dir>/artifacts/``."""
@@ -47,6 +49,40 @@ _POSITIONS: Final = select(
     .limit(1)
     .scalar_subquery(),
 )
+
+
+async def _read_positions(
+    conn: AsyncConnection, conversation: ConversationKey
+) -> tuple[int | None, int | None]:
+    params = {"conversation_id": conversation.conversation_id, "thread_id": main_line(conversation.thread_id)}
+    row = (await conn.execute(_POSITIONS, params)).one()
+    return row[0], row[1]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StartReads:
+    """What a starting run reads before its start records are written (see :meth:`HostStores.start_run`)."""
+
+    runner_id: str
+    """The runner whose disable switch is read."""
+    state_owners: Mapping[str, StateOwner] | None = None
+    """The scopes of the state snapshot to inline (``None``: no snapshot)."""
+    conversation: ConversationKey | None = None
+    """The conversation whose positions are read (``None``: none read)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StartFacts:
+    """What :class:`StartReads` found, in the start's own transaction."""
+
+    control: RunnerControl | None
+    """The runner's disable switch, when it is set."""
+    state: dict[str, dict[str, Any]]
+    """The state snapshot by scope name (empty without one)."""
+    transcript_seq: int | None = None
+    """The newest transcript seq of the conversation's thread."""
+    event_seq: int | None = None
+    """The newest event seq (real events, not host records) of the thread."""
 
 
 class HostStores:
@@ -114,11 +150,31 @@ class HostStores:
     async def positions(self, *, conversation: ConversationKey) -> tuple[int | None, int | None]:
         """The newest transcript seq and the newest event seq (real events, not host records) of the
         conversation's thread, read in one round trip (what a run context needs when it starts)."""
-        thread = main_line(conversation.thread_id)
-        params = {"conversation_id": conversation.conversation_id, "thread_id": thread}
         async with self._db.read() as conn:
-            row = (await conn.execute(_POSITIONS, params)).one()
-        return row[0], row[1]
+            return await _read_positions(conn, conversation)
+
+    async def start_run(self, reads: StartReads, build: Callable[[StartFacts], RunStart]) -> StartFacts:
+        """Read what a starting run needs and store its start: on SQLite in one transaction, one hop to the
+        writer thread for reads and writes together, grouped with other runs' starts; on PostgreSQL the reads
+        come just before the start's one-statement write (see :class:`~.runs.StartPlan`).
+
+        *build* gets the facts and returns the start records; it may raise to refuse the run (e.g. when
+        ``control`` says the runner is disabled), and then nothing is written. State updates queued with
+        results are committed first, so the snapshot sees them.
+        """
+        if reads.state_owners:
+            await self.runs.state_settled()
+        state, owners, conversation = self.state, reads.state_owners, reads.conversation
+
+        async def read(conn: AsyncConnection) -> StartFacts:
+            control = await read_control(conn, reads.runner_id)
+            snapshot = await state.read_snapshot(conn, owners) if owners else {}
+            latest, event_seq = (None, None)
+            if conversation is not None:
+                latest, event_seq = await _read_positions(conn, conversation)
+            return StartFacts(control=control, state=snapshot, transcript_seq=latest, event_seq=event_seq)
+
+        return await self.runs.start_planned(StartPlan(read, build))
 
     @classmethod
     async def open(

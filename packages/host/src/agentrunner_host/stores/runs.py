@@ -9,9 +9,9 @@ reconnecting clients can replay.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal, cast
+from typing import Any, Final, Generic, Literal, TypeVar, cast
 
 from agentrunner.results import RunFailedData, RunFailedResult
 from sqlalchemy import ColumnElement, RowMapping, Table, bindparam, func, insert, select, update
@@ -47,7 +47,10 @@ __all__ = [
     "RunStart",
     "RunStatus",
     "RunStore",
+    "StartPlan",
 ]
+
+P = TypeVar("P")
 
 HOST_RESTARTED: Final = "host_restarted"
 """Failure code of runs found ``running`` when the host starts."""
@@ -89,6 +92,27 @@ class RunStart:
     event: EventEntry | None = None
     """The triggering event, ingested in the same transaction (one commit instead of two). When its id is
     already stored, nothing is written and :class:`DuplicateEventStoredError` is raised."""
+
+
+@dataclass(frozen=True, slots=True)
+class StartPlan(Generic[P]):
+    """A run start whose records depend on what it reads first (the runner's disable switch, the state
+    snapshot, the conversation's positions). On SQLite *read* and *build* run inside the start's own
+    transaction, in its one writer-thread hop, so the reads cost no round trip of their own; on PostgreSQL
+    they run just before the start's one-statement write (a careful retry runs them inside its transaction).
+
+    Both may run more than once (a grouped start that failed is retried alone, a unique violation retries
+    carefully) and must do nothing but read and build; an exception from either writes nothing and reaches
+    the caller of :meth:`RunStore.start`.
+    """
+
+    read: Callable[[AsyncConnection], Awaitable[P]]
+    """Statements only (it may be driven on the writer thread without an event loop)."""
+    build: Callable[[P], RunStart]
+    """The start records, from what *read* returned."""
+
+
+_Starter = Callable[[AsyncConnection], Awaitable[RunStart]]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -307,7 +331,7 @@ class RunStore:
         self.owner_host: str | None = None
         """The host incarnation recorded as the owner of the runs this store starts (set by the service
         once it registered; see :mod:`.hosts`)."""
-        self._starts = Coalescer(self._write_starts)
+        self._starts: Coalescer[RunStart | _Starter] = Coalescer(self._write_starts)
         self._journal: Journal[ResultRecord, RunFinish, StateWrite] = Journal(
             self._write_journal,
             flush_window=flush_window,
@@ -320,6 +344,22 @@ class RunStore:
 
         Raises :class:`RunExistsError` when the run id is already stored (nothing is written).
         """
+        await self._submit_start(start)
+
+    async def start_planned(self, plan: StartPlan[P]) -> P:
+        """:meth:`start` with the records *plan* builds from its reads, made in the same transaction;
+        returns what the reads found (from the attempt that committed)."""
+        found: list[P] = []
+
+        async def starter(conn: AsyncConnection) -> RunStart:
+            facts = await plan.read(conn)
+            found[:] = [facts]
+            return plan.build(facts)
+
+        await self._submit_start(starter)
+        return found[0]
+
+    async def _submit_start(self, start: RunStart | _Starter) -> None:
         if self._db.is_sqlite:
             await self._starts.submit(start)
         else:
@@ -348,10 +388,11 @@ class RunStore:
         await self._starts.aclose()
         await self._journal.aclose()
 
-    async def _write_starts(self, starts: Sequence[RunStart]) -> None:
-        run_ids = [s.run_id for s in starts]
-
+    async def _write_starts(self, requests: Sequence[RunStart | _Starter]) -> None:
         async def work(conn: AsyncConnection, careful: bool) -> None:
+            # every start's reads before any start's writes, as when each run read before it was queued
+            starts = [r if isinstance(r, RunStart) else await r(conn) for r in requests]
+            run_ids = [s.run_id for s in starts]
             # optimistic first: a unique violation (known run or event id) brings us back here carefully
             if careful:
                 found = await conn.execute(select(RUNS.c.run_id).where(RUNS.c.run_id.in_(run_ids)))
@@ -377,6 +418,10 @@ class RunStore:
             )
 
         if not self._db.is_sqlite:
+            # PostgreSQL: the reads first (autocommit, like any read), then the start as one statement
+            async with self._db.read() as conn:
+                starts = [r if isinstance(r, RunStart) else await r(conn) for r in requests]
+            run_ids = [s.run_id for s in starts]
             batch = PgBatch(
                 runs=[_run_row(s, self.owner_host) for s in starts],
                 events=[*_triggers_of(starts), *(event for s in starts for event in s.start_events)],

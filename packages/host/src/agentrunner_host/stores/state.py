@@ -467,40 +467,52 @@ class StateStore:
         """Values to inline into a run context: per scope, the first *max_keys_per_scope* keys in key order
         whose values fit, and at most *max_bytes* of encoded values over all scopes. Sizes are read first
         and only the chosen values are loaded, so a huge scope costs one bounded index read."""
+        if not owners or max_bytes <= 0:
+            return {name: {} for name in owners}
+        if self._settled is not None:
+            await self._settled()
+        async with self._db.read() as conn:
+            return await self.read_snapshot(
+                conn, owners, max_keys_per_scope=max_keys_per_scope, max_bytes=max_bytes
+            )
+
+    async def read_snapshot(
+        self,
+        conn: AsyncConnection,
+        owners: Mapping[str, StateOwner],
+        *,
+        max_keys_per_scope: int = 64,
+        max_bytes: int = 64 * 1024,
+    ) -> dict[str, dict[str, Any]]:
+        """:meth:`snapshot` on *conn*, statements only (a run's start reads it inside its own transaction).
+        State updates still queued with results are not waited for: the caller settles them first."""
         out: dict[str, dict[str, Any]] = {name: {} for name in owners}
         if not owners or max_bytes <= 0:
             return out
-        if self._settled is not None:
-            await self._settled()
         by_hash = {digest(owner_text(owner)): name for name, owner in owners.items()}
         condition = self.ttl.alive(now_ms())
         # Without a lifetime rule the prebuilt statement serves; with one the cutoffs depend on the time.
         sizes_stmt = _SNAPSHOT_SIZES if condition is None else _snapshot_sizes(condition)
-        async with self._db.read() as conn:
-            sized = (
-                await conn.execute(
-                    sizes_stmt, {"owners": list(by_hash), "per_scope": max(0, max_keys_per_scope)}
-                )
-            ).all()
-            if not sized:
-                return out
-            rows_by_owner: dict[str, list[tuple[str, int]]] = {}
-            for owner_hash, key, size in sized:
-                rows_by_owner.setdefault(owner_hash, []).append((key, size))
-            budget = max_bytes
-            chosen: dict[str, list[str]] = {}
-            # scopes are filled in the caller's order, so the byte budget favours the first ones
-            for owner_hash in by_hash:
-                for key, size in rows_by_owner.get(owner_hash, []):
-                    if size <= budget:
-                        chosen.setdefault(owner_hash, []).append(key)
-                        budget -= size
-            if not chosen:
-                return out
-            for owner_hash, keys in chosen.items():
-                rows = await conn.execute(_SNAPSHOT_VALUES, {"owner": owner_hash, "keys": keys})
-                values = {key: codec.loads(value) for key, value in rows}
-                out[by_hash[owner_hash]] = {key: values[key] for key in keys if key in values}
+        sized = (
+            await conn.execute(sizes_stmt, {"owners": list(by_hash), "per_scope": max(0, max_keys_per_scope)})
+        ).all()
+        if not sized:
+            return out
+        rows_by_owner: dict[str, list[tuple[str, int]]] = {}
+        for owner_hash, key, size in sized:
+            rows_by_owner.setdefault(owner_hash, []).append((key, size))
+        budget = max_bytes
+        chosen: dict[str, list[str]] = {}
+        # scopes are filled in the caller's order, so the byte budget favours the first ones
+        for owner_hash in by_hash:
+            for key, size in rows_by_owner.get(owner_hash, []):
+                if size <= budget:
+                    chosen.setdefault(owner_hash, []).append(key)
+                    budget -= size
+        for owner_hash, keys in chosen.items():
+            rows = await conn.execute(_SNAPSHOT_VALUES, {"owner": owner_hash, "keys": keys})
+            values = {key: codec.loads(value) for key, value in rows}
+            out[by_hash[owner_hash]] = {key: values[key] for key in keys if key in values}
         return out
 
     async def sweep_expired(self, now: int | None = None) -> int:
