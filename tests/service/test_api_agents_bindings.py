@@ -175,3 +175,16 @@ scope = {{ type = "bot", id = "sb" }}
     assert shown == {"access_code": "***", "greeting": "hello", "nested": {"password": {"env": "PW"}}}
     assert "hunter2" not in listed and "from-env" not in listed
     assert answer.json()["run"]["status"] == "completed"
+
+
+async def test_an_agent_whose_id_leaves_no_room_for_a_direct_binding_is_refused_not_a_500(
+    client: httpx.AsyncClient,
+) -> None:
+    """``agent_id`` on ``POST /v1/events`` with a 200-character agent id (the identifier limit): the direct
+    binding's id would pass its own limit, so the event is refused with a typed 422 (was a 500)."""
+    agent_id = "a" * 200
+    created = await client.post("/v1/agents", json={"agent_id": agent_id, "runner_id": ECHO})
+    assert created.status_code == 201
+    answer = await client.post("/v1/events", json={"text": "hi", "agent_id": agent_id})
+    assert answer.status_code == 422
+    assert answer.json()["error"]["code"] == "invalid_definition"

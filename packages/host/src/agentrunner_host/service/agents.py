@@ -219,11 +219,18 @@ class AgentDirectory:
             )
         except EnvReferenceError as exc:
             raise InvalidDefinitionError(str(exc)) from None
-        return AgentBinding.from_agent(
-            agent.model_copy(update={"runner_config": config}),
-            binding_id=f"agent:{agent_id}",
-            event_types=["*"],
-        )
+        try:
+            return AgentBinding.from_agent(
+                agent.model_copy(update={"runner_config": config}),
+                binding_id=f"agent:{agent_id}",
+                event_types=["*"],
+            )
+        except ValidationError:
+            # an agent id near the identifier limit leaves no room for the binding id's prefix
+            # (schemathesis found the 500 this was)
+            raise InvalidDefinitionError(
+                f"agent {agent_id[:40]}...: its id is too long to address it directly; use a binding"
+            ) from None
 
     def _build(self, agents: Sequence[AgentEntry], bindings: Sequence[BindingEntry]) -> BindingSet:
         by_id = {e.agent.agent_id: e.agent for e in agents}
