@@ -7,7 +7,7 @@ the service's, which already ends every stream by cancelling the live runs.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Final
 
 from agentrunner_host.service import ReplayItem
@@ -18,6 +18,10 @@ KEEPALIVE_SECONDS: Final = 15.0
 """A comment line is sent after this long without a result, so proxies keep the connection open."""
 SSE_HEADERS: Final = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
 """Headers of every event stream."""
+KEEPALIVE: Final = b": keep-alive\n\n"
+"""The comment sent on a quiet stream."""
+_READY: Final = 16
+"""Framed events held for a slow client before the reader of the results waits (memory stays bounded)."""
 
 
 def encode_event(item: ReplayItem) -> bytes:
@@ -25,31 +29,64 @@ def encode_event(item: ReplayItem) -> bytes:
     return f"id: {item.host_seq}\nevent: {item.type}\ndata: ".encode() + item.encoded + b"\n\n"
 
 
+class _End:
+    """The results ended (``error``: how, when they failed)."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: Exception | None = None) -> None:
+        self.error = error
+
+
 async def sse_stream(
     items: AsyncIterator[ReplayItem], *, keepalive: float = KEEPALIVE_SECONDS
-) -> AsyncIterator[bytes]:
-    """Frame *items*; a ``: keep-alive`` comment fills every quiet *keepalive* seconds."""
-    iterator = aiter(items)
-    pending: asyncio.Task[ReplayItem] | None = None
+) -> AsyncGenerator[bytes]:
+    """Frame *items*; a ``: keep-alive`` comment fills every quiet *keepalive* seconds.
+
+    One task reads *items* for the whole stream (not one per result, nor a wait with a timer around each), and
+    the events that are ready together go out as one chunk: a run's results committed in one transaction
+    reach the client in one write.
+    """
+    ready: asyncio.Queue[bytes | _End] = asyncio.Queue(maxsize=_READY)
+
+    async def read() -> None:
+        try:
+            async for item in items:
+                await ready.put(encode_event(item))
+        except Exception as exc:  # handed to the response, which fails as it would have
+            await ready.put(_End(exc))
+            return
+        await ready.put(_End())
+
+    reader = asyncio.create_task(read(), name="agentrunner-sse-reader")
     try:
         while True:
-            if pending is None:
-                pending = asyncio.ensure_future(anext(iterator))
-            done, _ = await asyncio.wait({pending}, timeout=keepalive)
-            if not done:
-                yield b": keep-alive\n\n"
-                continue
             try:
-                item = pending.result()
-            except StopAsyncIteration:
+                async with asyncio.timeout(keepalive):
+                    first = await ready.get()
+            except TimeoutError:
+                yield KEEPALIVE
+                continue
+            frames: list[bytes] = []
+            end: _End | None = None
+            entry: bytes | _End = first
+            while True:
+                if isinstance(entry, _End):
+                    end = entry
+                    break
+                frames.append(entry)
+                if ready.empty():
+                    break
+                entry = ready.get_nowait()
+            if frames:
+                yield b"".join(frames)
+            if end is not None:
+                if end.error is not None:
+                    raise end.error
                 return
-            finally:
-                pending = None
-            yield encode_event(item)
     finally:
-        if pending is not None:
-            pending.cancel()
-            await asyncio.gather(pending, return_exceptions=True)
-        closer = getattr(iterator, "aclose", None)
+        reader.cancel()
+        await asyncio.gather(reader, return_exceptions=True)
+        closer = getattr(items, "aclose", None)
         if closer is not None:
             await closer()

@@ -10,8 +10,8 @@ from .agents import (
     Source,
 )
 from .errors import AlreadyExistsError, InUseError, InvalidDefinitionError, NotFoundError, ReadOnlyError
-from .feeds import RunFeed
-from .host_service import HostService, ReplayItem
+from .feeds import ReplayItem, RunFeed
+from .host_service import HostService
 from .run_view import RunView, stored_run_view
 
 __all__ = (

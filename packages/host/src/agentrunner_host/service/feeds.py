@@ -12,12 +12,15 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Final
+from typing import Final, cast
+
+from agentrunner import codec as json
+from agentrunner.codec import JsonObject
 
 from agentrunner_host.orchestrator import DeliveredResult, RunHandle, RunOutcome
 from agentrunner_host.stores import ResultRecord
 
-__all__ = ["FEED_WINDOW", "REPLAY_PAGE", "RunFeed"]
+__all__ = ["FEED_WINDOW", "REPLAY_PAGE", "ReplayItem", "RunFeed"]
 
 FEED_WINDOW: Final = 16
 """Newest results a live feed keeps in memory for its readers."""
@@ -28,6 +31,68 @@ Replay = Callable[[int, int], Awaitable[list[ResultRecord]]]
 """Stored results of the run after a ``host_seq``, at most a number of them."""
 
 
+class ReplayItem:
+    """One result for a reader: its host sequence, type and wire payload (held as the JSON bytes the host
+    stored when it has them: decoded only if a reader asks for :attr:`payload`)."""
+
+    __slots__ = ("_encoded", "_payload", "host_seq", "type")
+
+    def __init__(
+        self,
+        host_seq: int,
+        type: str,
+        payload: JsonObject | None = None,
+        *,
+        encoded: bytes | None = None,
+    ) -> None:
+        if payload is None and encoded is None:
+            raise ValueError("a replay item needs its payload or its encoding")
+        self.host_seq = host_seq
+        """1-based, gap-free position in the run."""
+        self.type = type
+        """Result type."""
+        self._payload = payload
+        self._encoded = encoded
+
+    @property
+    def payload(self) -> JsonObject:
+        """The result as JSON."""
+        if self._payload is None:
+            assert self._encoded is not None
+            self._payload = cast(JsonObject, json.loads(self._encoded))
+        return self._payload
+
+    @property
+    def encoded(self) -> bytes:
+        """The result's JSON bytes (the stored ones when known)."""
+        if self._encoded is None:
+            self._encoded = json.dumps(self.payload)
+        return self._encoded
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ReplayItem):
+            return NotImplemented
+        return (self.host_seq, self.type, self.payload) == (other.host_seq, other.type, other.payload)
+
+    __hash__ = None  # pyright: ignore[reportAssignmentType]
+
+    def __repr__(self) -> str:
+        return f"ReplayItem(host_seq={self.host_seq}, type={self.type!r})"
+
+    @classmethod
+    def of(cls, item: DeliveredResult | ResultRecord) -> ReplayItem:
+        """From a live or a stored result."""
+        if isinstance(item, DeliveredResult):
+            if item.encoded is not None:
+                # the bytes the orchestrator stored: a live result and its replay are the same JSON
+                return cls(item.host_seq, item.result.type, encoded=item.encoded)
+            return cls(item.host_seq, item.result.type, item.result.model_dump(mode="json"))
+        payload = item.payload
+        if isinstance(payload, dict):
+            return cls(item.host_seq, item.type, payload)
+        return cls(item.host_seq, item.type, encoded=payload)
+
+
 class RunFeed:
     """Results of one live run, readable from any position by several readers."""
 
@@ -36,7 +101,8 @@ class RunFeed:
         """The run."""
         self.event_id = event_id
         """The event that started it."""
-        self._window: deque[DeliveredResult] = deque(maxlen=FEED_WINDOW)
+        # readers' items, not the handle's: the window holds each result's stored bytes, not its model too
+        self._window: deque[ReplayItem] = deque(maxlen=FEED_WINDOW)
         self._count = 0
         self._replay = replay
         self._waiters: set[asyncio.Future[None]] = set()
@@ -67,14 +133,14 @@ class RunFeed:
         """Move the handle's results into the feed until the run ends (run as a task)."""
         try:
             async for item in self.handle.results():
-                self._window.append(item)
+                self._window.append(ReplayItem.of(item))
                 self._count = item.host_seq
                 self._notify()
         finally:
             self._done = True
             self._notify()
 
-    async def follow(self, *, after: int = 0) -> AsyncIterator[DeliveredResult | ResultRecord]:
+    async def follow(self, *, after: int = 0) -> AsyncIterator[ReplayItem | ResultRecord]:
         """Results with ``host_seq`` greater than *after*, the live ones as they arrive, until the run ends."""
         cursor = max(0, after)
         while True:

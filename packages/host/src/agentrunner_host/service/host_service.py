@@ -19,7 +19,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Generator, Mapping
 from contextlib import asynccontextmanager
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, cast
+from typing import TYPE_CHECKING, Any, Final
 
 from agentrunner import (
     TERMINAL_RESULT_TYPES,
@@ -28,8 +28,6 @@ from agentrunner import (
     InvalidRunnerIdError,
     RunnerId,
 )
-from agentrunner import codec as json
-from agentrunner.codec import JsonObject
 from agentrunner.wire import ENTRY_POINT_GROUP
 from alembic.script import ScriptDirectory
 from pydantic import JsonValue, ValidationError
@@ -59,7 +57,6 @@ from agentrunner_host.errors import (
 from agentrunner_host.facts_api import PullAPI
 from agentrunner_host.harness import HarnessPolicy, refuse_code_execution
 from agentrunner_host.host import Host
-from agentrunner_host.orchestrator import DeliveredResult
 from agentrunner_host.redaction import ResultRedactor, known_secrets
 from agentrunner_host.registry import PluginFailure, RunnerDescriptor
 from agentrunner_host.runtime import RemoteRuntimeServer, RuntimeManager, RuntimeOptions
@@ -84,7 +81,7 @@ from agentrunner_host.providers.wiring import open_providers
 
 from .agents import AgentDirectory
 from .errors import NotFoundError
-from .feeds import REPLAY_PAGE, RunFeed
+from .feeds import REPLAY_PAGE, ReplayItem, RunFeed
 from .installed import InstalledPlugins
 from .run_view import RunView
 from .runner_views import RunnerView, runner_view
@@ -92,7 +89,6 @@ from .runner_views import RunnerView, runner_view
 __all__ = [
     "CURSOR_KEY_FILE",
     "HostService",
-    "ReplayItem",
     "default_runner_for",
     "plugin_runtime_options",
     "installed_manifests",
@@ -128,68 +124,6 @@ _AGENTS_POLL_SQLITE: Final = 1.0
 """Seconds between two reads of the definitions' version counter on SQLite (no notifications there)."""
 _AGENTS_POLL_LISTENING: Final = 30.0
 """Seconds between two version reads while PostgreSQL announces changes (a safety net)."""
-
-
-class ReplayItem:
-    """One result for a reader: its host sequence, type and wire payload (held as the JSON bytes the host
-    stored when it has them: decoded only if a reader asks for :attr:`payload`)."""
-
-    __slots__ = ("_encoded", "_payload", "host_seq", "type")
-
-    def __init__(
-        self,
-        host_seq: int,
-        type: str,
-        payload: JsonObject | None = None,
-        *,
-        encoded: bytes | None = None,
-    ) -> None:
-        if payload is None and encoded is None:
-            raise ValueError("a replay item needs its payload or its encoding")
-        self.host_seq = host_seq
-        """1-based, gap-free position in the run."""
-        self.type = type
-        """Result type."""
-        self._payload = payload
-        self._encoded = encoded
-
-    @property
-    def payload(self) -> JsonObject:
-        """The result as JSON."""
-        if self._payload is None:
-            assert self._encoded is not None
-            self._payload = cast(JsonObject, json.loads(self._encoded))
-        return self._payload
-
-    @property
-    def encoded(self) -> bytes:
-        """The result's JSON bytes (the stored ones when known)."""
-        if self._encoded is None:
-            self._encoded = json.dumps(self.payload)
-        return self._encoded
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, ReplayItem):
-            return NotImplemented
-        return (self.host_seq, self.type, self.payload) == (other.host_seq, other.type, other.payload)
-
-    __hash__ = None  # pyright: ignore[reportAssignmentType]
-
-    def __repr__(self) -> str:
-        return f"ReplayItem(host_seq={self.host_seq}, type={self.type!r})"
-
-    @classmethod
-    def of(cls, item: DeliveredResult | ResultRecord) -> ReplayItem:
-        """From a live or a stored result."""
-        if isinstance(item, DeliveredResult):
-            if item.encoded is not None:
-                # the bytes the orchestrator stored: a live result and its replay are the same JSON
-                return cls(item.host_seq, item.result.type, encoded=item.encoded)
-            return cls(item.host_seq, item.result.type, item.result.model_dump(mode="json"))
-        payload = item.payload
-        if isinstance(payload, dict):
-            return cls(item.host_seq, item.type, payload)
-        return cls(item.host_seq, item.type, encoded=payload)
 
 
 def _cursor_key(data_dir: Path) -> bytes:
@@ -833,7 +767,7 @@ class HostService:
                 yield item
             return
         async for item in feed.follow(after=after):
-            yield ReplayItem.of(item)
+            yield item if isinstance(item, ReplayItem) else ReplayItem.of(item)
 
     async def _follow_stored(self, run_id: str, *, after: int) -> AsyncIterator[ReplayItem]:
         cursor = after
