@@ -20,8 +20,11 @@ SSE_HEADERS: Final = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
 """Headers of every event stream."""
 KEEPALIVE: Final = b": keep-alive\n\n"
 """The comment sent on a quiet stream."""
-_READY: Final = 16
-"""Framed events held for a slow client before the reader of the results waits (memory stays bounded)."""
+_READY: Final = 4
+"""Framed events held for a slow client before the reader of the results waits (results are up to 1 MiB
+each: host memory stays bounded by the feed's window, not by this queue)."""
+_CHUNK_BYTES: Final = 64 * 1024
+"""Ready events are joined into one chunk up to this size (larger events go out on their own, uncopied)."""
 
 
 def encode_event(item: ReplayItem) -> bytes:
@@ -68,6 +71,7 @@ async def sse_stream(
                 yield KEEPALIVE
                 continue
             frames: list[bytes] = []
+            size = 0
             end: _End | None = None
             entry: bytes | _End = first
             while True:
@@ -75,11 +79,12 @@ async def sse_stream(
                     end = entry
                     break
                 frames.append(entry)
-                if ready.empty():
+                size += len(entry)
+                if ready.empty() or size >= _CHUNK_BYTES:
                     break
                 entry = ready.get_nowait()
             if frames:
-                yield b"".join(frames)
+                yield frames[0] if len(frames) == 1 else b"".join(frames)
             if end is not None:
                 if end.error is not None:
                     raise end.error

@@ -56,18 +56,20 @@ class ReplayItem:
 
     @property
     def payload(self) -> JsonObject:
-        """The result as JSON."""
-        if self._payload is None:
-            assert self._encoded is not None
-            self._payload = cast(JsonObject, json.loads(self._encoded))
-        return self._payload
+        """The result as JSON (decoded on each call when the item holds bytes: items wait in a live feed's
+        window, which would otherwise hold both forms of results of up to 1 MiB)."""
+        if self._payload is not None:
+            return self._payload
+        assert self._encoded is not None
+        return cast(JsonObject, json.loads(self._encoded))
 
     @property
     def encoded(self) -> bytes:
-        """The result's JSON bytes (the stored ones when known)."""
-        if self._encoded is None:
-            self._encoded = json.dumps(self.payload)
-        return self._encoded
+        """The result's JSON bytes: the stored ones when known, else encoded on each call (not kept, as
+        :attr:`payload`)."""
+        if self._encoded is not None:
+            return self._encoded
+        return json.dumps(self._payload)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, ReplayItem):
