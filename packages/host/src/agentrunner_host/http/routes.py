@@ -904,7 +904,7 @@ ENDPOINTS: Final[tuple[Endpoint, ...]] = (
         summary="Enable a runner again (nothing happens when it was not disabled).",
         tag="runners",
         params=(_RUNNER_ID,),
-        responses={204: (None, "Enabled."), 422: _E422},
+        responses={204: (None, "Enabled."), 404: _E404, 422: _E422},
     ),
     Endpoint(
         method="GET",
@@ -912,7 +912,7 @@ ENDPOINTS: Final[tuple[Endpoint, ...]] = (
         handler=get_audit,
         operation_id="getAudit",
         summary="The back-call audit: every call a runner made into the host, allowed or refused, with filters "
-        "and paging (records are stored when their run ends).",
+        "and paging (a live run's records are stored a moment after its calls, batched; the rest when it ends).",
         tag="audit",
         params=_AUDIT_PARAMS,
         responses={200: (AuditPageOut, "A page."), 422: _E422},
