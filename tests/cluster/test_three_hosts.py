@@ -6,15 +6,11 @@ never while it was live, and streamed to its terminal from C; no run of a live h
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
-import subprocess
-import sys
 import threading
-import time
 import uuid
-from collections.abc import Generator, Iterator
-from contextlib import ExitStack, contextmanager
+from collections.abc import Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,45 +18,21 @@ from typing import Any
 import httpx
 import pytest
 from agentrunner import codec as json
-from agentrunner_host.stores.engine import create_engine
 from httpx_sse import connect_sse
-from sqlalchemy import text
 
 from .conftest import create_pg_database, drop_pg_database
+from .processes import WAIT, ServeProcess, host_id, serve_process, sql, until_ready, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.timeout(600)]
 
 PLUGINS = Path(__file__).resolve().parents[1] / "service" / "plugins"
 DRIPPER = "plugin:tests/slow/dripper"
-_START_TIMEOUT = 120.0
-_WAIT = 120.0
 _LEASE_SECONDS = 8
 """Short enough for a test, long enough that a loaded machine renews in time (heartbeat every 0.5 s)."""
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@dataclass
-class _Host:
-    name: str
-    base: str
-    process: subprocess.Popen[bytes]
-    log: Path
-
-    def client(self) -> httpx.Client:
-        return httpx.Client(base_url=self.base, timeout=60)
-
-
-def _config(home: Path, name: str) -> Path:
-    path = home / f"{name}.toml"
-    path.write_text(
-        f"""
+def _config(name: str) -> str:
+    return f"""
 [runners]
 plugin_dirs = ["{PLUGINS}"]
 
@@ -69,42 +41,6 @@ host_name = "machine-{name}"
 heartbeat_seconds = 0.5
 lease_seconds = {_LEASE_SECONDS}
 """
-    )
-    return path
-
-
-@contextmanager
-def _serve(home: Path, name: str, database_url: str) -> Generator[_Host]:
-    """``agentrunner serve`` as a child process on a free loopback port; killed when the block ends."""
-    port = _free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTRUNNER_")}
-    env["AGENTRUNNER_DATABASE_URL"] = database_url
-    args = [sys.executable, "-m", "agentrunner_host.cli", "serve", "--port", str(port)]
-    args += ["--data-dir", str(home / name), "--config", str(_config(home, name))]
-    log = home / f"{name}.log"
-    with log.open("ab") as log_file:
-        process = subprocess.Popen(
-            args, stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT, env=env
-        )
-    try:
-        yield _Host(name, f"http://127.0.0.1:{port}", process, log)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait(timeout=30)
-
-
-def _until_ready(host: _Host) -> None:
-    deadline = time.monotonic() + _START_TIMEOUT
-    while True:
-        assert host.process.poll() is None, f"serve {host.name} exited early:\n{host.log.read_text()}"
-        try:
-            if httpx.get(f"{host.base}/readyz", timeout=2).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        assert time.monotonic() < deadline, f"serve {host.name} did not become ready:\n{host.log.read_text()}"
-        time.sleep(0.1)
 
 
 @pytest.fixture(scope="module")
@@ -117,46 +53,20 @@ def database_url() -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def hosts(tmp_path_factory: pytest.TempPathFactory, database_url: str) -> Iterator[dict[str, _Host]]:
+def hosts(tmp_path_factory: pytest.TempPathFactory, database_url: str) -> Iterator[dict[str, ServeProcess]]:
     """Hosts a, b and c on one database (started together, ready when the test starts)."""
     home = tmp_path_factory.mktemp("hosts")
     with ExitStack() as stack:
-        started = {name: stack.enter_context(_serve(home, name, database_url)) for name in "abc"}
+        started = {
+            name: stack.enter_context(serve_process(home, name, database_url, _config(name)))
+            for name in "abc"
+        }
         for host in started.values():
-            _until_ready(host)
+            until_ready(host)
         yield started
 
 
-def _sql(url: str, statement: str, **params: Any) -> list[tuple[Any, ...]]:
-    async def run() -> list[tuple[Any, ...]]:
-        engine = create_engine(url)
-        try:
-            async with engine.connect() as conn:
-                return [tuple(row) for row in (await conn.execute(text(statement), params)).all()]
-        finally:
-            await engine.dispose()
-
-    return asyncio.run(run())
-
-
-def _host_id(url: str, name: str) -> str:
-    rows = _sql(url, "SELECT host_id FROM hosts WHERE machine = :m", m=f"machine-{name}")
-    assert len(rows) == 1, rows
-    return str(rows[0][0])
-
-
-def _wait_for(what: str, check: Any) -> Any:
-    """Poll *check* (a loopback HTTP or SQL read) until it returns something truthy; generous deadline."""
-    deadline = time.monotonic() + _WAIT
-    while True:
-        value = check()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
-
-
-def _add_drip_agent(host: _Host, *, count: int, delay_ms: int, bot: str) -> None:
+def _add_drip_agent(host: ServeProcess, *, count: int, delay_ms: int, bot: str) -> None:
     with host.client() as client:
         agent = {
             "agent_id": f"drip-{bot}",
@@ -172,7 +82,7 @@ def _add_drip_agent(host: _Host, *, count: int, delay_ms: int, bot: str) -> None
         assert client.post("/v1/bindings", json=binding).status_code == 201
 
 
-def _knows_binding(host: _Host, binding_id: str) -> bool:
+def _knows_binding(host: ServeProcess, binding_id: str) -> bool:
     with host.client() as client:
         return client.get(f"/v1/bindings/{binding_id}").status_code == 200
 
@@ -181,7 +91,7 @@ def _knows_binding(host: _Host, binding_id: str) -> bool:
 class _Reader:
     """An SSE reader of one run on one host, in a thread: what it received, in order."""
 
-    host: _Host
+    host: ServeProcess
     run_id: str
     received: list[tuple[int, str, dict[str, Any]]] = field(
         default_factory=list[tuple[int, str, dict[str, Any]]]
@@ -211,27 +121,27 @@ class _Reader:
 
     def join(self) -> list[tuple[int, str, dict[str, Any]]]:
         assert self.thread is not None
-        self.thread.join(timeout=_WAIT)
+        self.thread.join(timeout=WAIT)
         assert not self.thread.is_alive(), "the stream did not end"
         assert self.error is None, self.error
         return self.received
 
 
-def _post_event(host: _Host, body: dict[str, Any]) -> httpx.Response:
+def _post_event(host: ServeProcess, body: dict[str, Any]) -> httpx.Response:
     with host.client() as client:
         return client.post("/v1/events", json=body)
 
 
-def _status(host: _Host, run_id: str) -> dict[str, Any]:
+def _status(host: ServeProcess, run_id: str) -> dict[str, Any]:
     with host.client() as client:
         return client.get(f"/v1/runs/{run_id}").json()
 
 
-def test_an_agent_added_on_a_serves_an_event_on_b(hosts: dict[str, _Host]) -> None:
+def test_an_agent_added_on_a_serves_an_event_on_b(hosts: dict[str, ServeProcess]) -> None:
     """The agent and binding are created through A's API; B loads them from the database and runs B's event."""
     a, b = hosts["a"], hosts["b"]
     _add_drip_agent(a, count=3, delay_ms=0, bot="quick")
-    _wait_for("b to load the binding", lambda: _knows_binding(b, "drip-quick"))
+    wait_for("b to load the binding", lambda: _knows_binding(b, "drip-quick"))
     with b.client() as client:
         answer = client.post("/v1/events?wait=true", json={"text": "go", "bot_id": "quick"})
     assert answer.status_code == 200, answer.text
@@ -239,24 +149,26 @@ def test_an_agent_added_on_a_serves_an_event_on_b(hosts: dict[str, _Host]) -> No
     assert answer.json()["run"]["status"] == "completed"
 
 
-def test_a_run_on_a_is_streamed_live_and_cancelled_from_c(hosts: dict[str, _Host], database_url: str) -> None:
+def test_a_run_on_a_is_streamed_live_and_cancelled_from_c(
+    hosts: dict[str, ServeProcess], database_url: str
+) -> None:
     """C streams A's run while A is still executing it (live, not a replay), then cancels it through C: the
     run ends cancelled on A and C's stream reaches that terminal."""
     a, c = hosts["a"], hosts["c"]
     _add_drip_agent(a, count=5000, delay_ms=20, bot="long")
-    _wait_for("c to load the binding", lambda: _knows_binding(c, "drip-long"))
+    wait_for("c to load the binding", lambda: _knows_binding(c, "drip-long"))
     accepted = _post_event(a, {"text": "go", "bot_id": "long", "conversation_id": "cancel-me"})
     assert accepted.status_code == 202, accepted.text
     run_id = accepted.json()["run_id"]
     reader = _Reader(c, run_id)
     reader.start(enough=5)
-    assert reader.seen.wait(_WAIT) and reader.error is None
+    assert reader.seen.wait(WAIT) and reader.error is None
     assert len(reader.received) >= 5
     on_a = _status(a, run_id)
     assert on_a["status"] == "running" and on_a["live"] is True  # executing on A while C reads it
     assert _status(c, run_id)["live"] is False
-    owner = _sql(database_url, "SELECT owner_host FROM runs WHERE run_id = :r", r=run_id)[0][0]
-    assert owner == _host_id(database_url, "a")
+    owner = sql(database_url, "SELECT owner_host FROM runs WHERE run_id = :r", r=run_id)[0][0]
+    assert owner == host_id(database_url, "machine-a")
 
     with c.client() as client:
         cancel = client.post(f"/v1/runs/{run_id}/cancel")
@@ -266,19 +178,19 @@ def test_a_run_on_a_is_streamed_live_and_cancelled_from_c(hosts: dict[str, _Host
     assert [seq for seq, _, _ in received] == list(range(1, len(received) + 1))
     assert received[-1][1] == "run.failed" and received[-1][2]["data"]["code"] == "cancelled"
     assert len(received) < 5000
-    final = _wait_for("the run to end", lambda: (s := _status(a, run_id))["status"] != "running" and s)
+    final = wait_for("the run to end", lambda: (s := _status(a, run_id))["status"] != "running" and s)
     assert final["status"] == "failed" and final["code"] == "cancelled"
 
 
 def test_the_same_event_id_posted_to_three_hosts_at_once_makes_one_run(
-    hosts: dict[str, _Host], database_url: str
+    hosts: dict[str, ServeProcess], database_url: str
 ) -> None:
     """Three concurrent posts of one event id, one per host: one run; the others answer with its id."""
     event_id = "evt-everywhere-" + uuid.uuid4().hex[:8]
     barrier = threading.Barrier(3)
     answers: dict[str, httpx.Response] = {}
 
-    def post(host: _Host) -> None:
+    def post(host: ServeProcess) -> None:
         with host.client() as client:
             barrier.wait()
             answers[host.name] = client.post("/v1/events", json={"text": "once", "event_id": event_id})
@@ -287,39 +199,39 @@ def test_the_same_event_id_posted_to_three_hosts_at_once_makes_one_run(
     for t in threads:
         t.start()
     for t in threads:
-        t.join(timeout=_WAIT)
+        t.join(timeout=WAIT)
     codes = sorted(r.status_code for r in answers.values())
     assert codes == [202, 409, 409], {k: r.text for k, r in answers.items()}
     run_id = next(r.json()["run_id"] for r in answers.values() if r.status_code == 202)
     assert {r.json()["error"]["run_id"] for r in answers.values() if r.status_code == 409} == {run_id}
-    assert _sql(database_url, "SELECT run_id FROM runs WHERE event_id = :e", e=event_id) == [(run_id,)]
+    assert sql(database_url, "SELECT run_id FROM runs WHERE event_id = :e", e=event_id) == [(run_id,)]
 
 
 def test_kill_9_of_a_mid_run_gets_its_runs_closed_after_the_lease_and_never_before(
-    hosts: dict[str, _Host], database_url: str
+    hosts: dict[str, ServeProcess], database_url: str
 ) -> None:
     """A dies with a run in progress: while A's lease is live the run stays running (checked in the same
     statement that reads the lease); once it expired, B or C closes it as host_restarted and C's stream of
     it reaches that terminal. Runs of B and C are never closed."""
     a, b, c = hosts["a"], hosts["b"], hosts["c"]
     _add_drip_agent(b, count=5000, delay_ms=20, bot="doomed")
-    _wait_for("a to load the binding", lambda: _knows_binding(a, "drip-doomed"))
-    _wait_for("c to load the binding", lambda: _knows_binding(c, "drip-doomed"))
-    a_id = _host_id(database_url, "a")
+    wait_for("a to load the binding", lambda: _knows_binding(a, "drip-doomed"))
+    wait_for("c to load the binding", lambda: _knows_binding(c, "drip-doomed"))
+    a_id = host_id(database_url, "machine-a")
     doomed = _post_event(a, {"text": "go", "bot_id": "doomed", "conversation_id": "doomed"}).json()["run_id"]
     survivor = _post_event(b, {"text": "go", "bot_id": "doomed", "conversation_id": "survivor"}).json()[
         "run_id"
     ]
     reader = _Reader(c, doomed)
     reader.start(enough=3)
-    assert reader.seen.wait(_WAIT) and reader.error is None
+    assert reader.seen.wait(WAIT) and reader.error is None
 
     a.process.send_signal(signal.SIGKILL)
     a.process.wait(timeout=30)
     observations: list[tuple[str, bool]] = []
 
     def closed() -> bool:
-        rows = _sql(
+        rows = sql(
             database_url,
             "SELECT r.status, h.lease_expires_at > CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)"
             " FROM runs r LEFT JOIN hosts h ON h.host_id = r.owner_host WHERE r.run_id = :r",
@@ -330,7 +242,7 @@ def test_kill_9_of_a_mid_run_gets_its_runs_closed_after_the_lease_and_never_befo
         assert not (status != "running" and lease_live), "a run of a host with a live lease was closed"
         return status != "running"
 
-    _wait_for("b or c to close the dead host's run", closed)
+    wait_for("b or c to close the dead host's run", closed)
     record = _status(b, doomed)
     assert record["status"] == "failed" and record["code"] == "host_restarted"
     received = reader.join()
@@ -340,5 +252,5 @@ def test_kill_9_of_a_mid_run_gets_its_runs_closed_after_the_lease_and_never_befo
     assert _status(c, survivor)["status"] == "running"  # B is alive: its run goes on
     with b.client() as client:
         assert client.post(f"/v1/runs/{survivor}/cancel").status_code in (200, 202)
-    restarted = _sql(database_url, "SELECT owner_host FROM runs WHERE code = 'host_restarted'")
+    restarted = sql(database_url, "SELECT owner_host FROM runs WHERE code = 'host_restarted'")
     assert restarted and {owner for (owner,) in restarted} == {a_id}
