@@ -25,7 +25,7 @@ from agentrunner_host.registry import RunnerDescriptor
 from agentrunner_host.service import HostService, NotFoundError
 
 from .forms import PROMPT_ROLES, FormField, form_fields, pick_locale, text_in
-from .pages import ConsolePage, NavEntry, render
+from .pages import ConsolePage, NavEntry, render, render_missing
 
 __all__ = ["PAGE", "POLICY_KEYS"]
 
@@ -171,14 +171,7 @@ async def edit_agent_page(request: Request) -> Response:
             raise NotFoundError(f"no agent {agent_id!r}")
         entry = service.directory.agent(agent_id)
     except NotFoundError:
-        return render(
-            request,
-            "missing.html",
-            {"what": "agent", "back": "/agents"},
-            current="agents",
-            title="No such agent",
-            status=404,
-        )
+        return render_missing(request, "agent", section="agents")
     runners = await service.runners()
     runner = next((d for d in runners if d.runner_id == entry.agent.runner_id), None)
     return _form(

@@ -21,7 +21,7 @@ from agentrunner_host.config import BindingSpec
 from agentrunner_host.definitions import BINDING_SCOPE_PRECEDENCE, BindingScopeType
 from agentrunner_host.service import HostService, NotFoundError
 
-from .pages import ConsolePage, NavEntry, render
+from .pages import ConsolePage, NavEntry, render, render_missing
 
 __all__ = ["PAGE", "SCOPE_TYPES"]
 
@@ -118,14 +118,7 @@ async def edit_binding_page(request: Request) -> Response:
             raise NotFoundError(f"no binding {binding_id!r}")
         entry = service.directory.binding(binding_id)
     except NotFoundError:
-        return render(
-            request,
-            "missing.html",
-            {"what": "binding", "back": "/bindings"},
-            current="bindings",
-            title="No such binding",
-            status=404,
-        )
+        return render_missing(request, "binding", section="bindings")
     return _form(request, service, entry.binding, entry.source)
 
 

@@ -17,7 +17,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse
 from starlette.routing import BaseRoute
 
-__all__ = ["PAGE_HEADERS", "ConsolePage", "NavEntry", "render"]
+__all__ = ["PAGE_HEADERS", "ConsolePage", "NavEntry", "render", "render_missing"]
 
 PAGE_HEADERS: Final = {
     # Scripts and styles come only from this server's /static/ files: no inline script runs, so even markup
@@ -85,3 +85,15 @@ def render(
         }
     )
     return HTMLResponse(page, status_code=status, headers=PAGE_HEADERS)
+
+
+def render_missing(request: Request, what: str, *, section: str) -> HTMLResponse:
+    """The 404 page for a *what* (``agent``, ``run``...) that does not exist, linking back to */section*."""
+    return render(
+        request,
+        "missing.html",
+        {"what": what, "back": f"/{section}"},
+        current=section,
+        title=f"No such {what}",
+        status=404,
+    )

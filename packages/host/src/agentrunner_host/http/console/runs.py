@@ -24,7 +24,7 @@ from agentrunner_host.stores import MAX_AUDIT_PAGE, AuditEntry, AuditFilter, Sto
 from agentrunner_host.stores.records import EVENTS, event_from_row
 from agentrunner_host.stores.tables import RunRow
 
-from .pages import ConsolePage, NavEntry, render
+from .pages import ConsolePage, NavEntry, render, render_missing
 
 __all__ = ["PAGE", "RunFilters", "RunRowView", "list_runs"]
 
@@ -271,15 +271,11 @@ async def run_page(request: Request) -> Response:
     service = _service(request)
     run_id: str = request.path_params["run_id"]
     if not is_valid_id(run_id):
-        return render(
-            request, "missing.html", {"what": "run"}, current="runs", title="No such run", status=404
-        )
+        return render_missing(request, "run", section="runs")
     try:
         view = await service.run(run_id)
     except NotFoundError:
-        return render(
-            request, "missing.html", {"what": "run"}, current="runs", title="No such run", status=404
-        )
+        return render_missing(request, "run", section="runs")
     record = await service.stores.runs.get(run_id)
     results = await service.stores.runs.results_after(run_id, after_host_seq=0, limit=_MAX_RESULTS)
     timeline: list[TimelineEntry] = []
