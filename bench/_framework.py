@@ -176,8 +176,9 @@ class Mode:
     """Samples per variant."""
     sample_seconds: float
     """Target duration of one sample's inner loop."""
-    suite_timeout: float = 600
-    """A suite still running after this many seconds is a hang: dump every thread's stack and exit 1."""
+    suite_timeout: float = 1800
+    """A suite still running after this many seconds is a hang: dump every thread's stack and exit 1 (the
+    host suite took over 600 s at load ~20 on the shared 2-core VM while making progress)."""
     warmup: int = 3
     """Untimed calls of each operation before calibrating (first calls build validators, fill caches)."""
 

@@ -93,6 +93,10 @@ class _BackCalls:
     opened = False
     """Whether :meth:`open` got as far as the plugin's runtime (what :meth:`close` then stops)."""
 
+    def __init__(self, calls: int) -> None:
+        self.calls = calls
+        """Back-calls per measured run."""
+
     async def open(self) -> None:
         from agentrunner_host.definitions import AgentBinding, RunPolicy
         from agentrunner_host.host import Host
@@ -104,13 +108,13 @@ class _BackCalls:
         self.engine = create_engine(default_sqlite_url(directory))
         await upgrade(self.engine)
         self.stores = await HostStores.open(self.engine, data_dir=directory)
-        # The default per-run rate limit (50/s, burst 200) would stop a run of 300 back-to-back calls: it is a
-        # policy, not the cost measured here, so it is raised (the token bucket is still checked per call).
+        # The default run policy: its back-call burst (1,000) covers a run of up to 1,000 back-to-back calls
+        # (the token bucket is checked on every call); more calls per run need a larger burst.
+        policy = (
+            RunPolicy() if self.calls <= RunPolicy().backcall_burst else RunPolicy(backcall_burst=self.calls)
+        )
         binding = AgentBinding(
-            binding_id="pf9",
-            runner_id=f"plugin:{_PLUGIN}/default",
-            event_types=["*"],
-            run_policy=RunPolicy(backcall_rate=1e6, backcall_burst=1_000_000),
+            binding_id="pf9", runner_id=f"plugin:{_PLUGIN}/default", event_types=["*"], run_policy=policy
         )
         self.host = Host.create(bindings=[binding], stores=self.stores)
         spec = PluginSpec(
@@ -265,7 +269,7 @@ async def measure(repeats: int, calls: int) -> dict[str, list[float]]:
         seq += 1
         await floor.call({"id": seq, "action": "__ping"}, "id", seq)
 
-    back_calls = _BackCalls()
+    back_calls = _BackCalls(calls)
     try:
         await ours.call({"kind": "hello", "id": 0}, "kind", "welcome")
         await back_calls.open()

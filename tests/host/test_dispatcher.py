@@ -256,6 +256,21 @@ async def test_a_burst_beyond_the_rate_limit_is_rate_limited() -> None:
     assert isinstance(result, RateLimitedError) and result.retryable
 
 
+async def test_the_default_rate_limit_lets_a_run_make_a_thousand_calls_back_to_back() -> None:
+    """The default policy (burst 1,000, then 200/s) does not stop a run reading a few hundred things at its
+    start: the old default (burst 200, 50/s) refused such a run's calls after the first ~200. The bucket
+    refusing a runaway loop is tested above with a small burst."""
+
+    async def many(api: AgentRunAPI, ctx: AgentRunContext) -> int:
+        for _ in range(1000):
+            await api.knowledge.list()
+        return 1000
+
+    made, _ = await call_in_run(many)
+    assert made == 1000
+    assert (RunPolicy().backcall_burst, RunPolicy().backcall_rate) == (1000, 200.0)
+
+
 async def test_calls_without_identity_from_another_plugin_or_for_ended_runs_are_unauthorized() -> None:
     """Caller identity travels with every call; a finished run id is dead forever."""
     captured: list[AgentRunContext] = []

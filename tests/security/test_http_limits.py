@@ -4,7 +4,9 @@ connections beyond the limit answered 503."""
 from __future__ import annotations
 
 import asyncio
+import resource
 
+from agentrunner_host.http.server import OWN_FILES, raise_open_files_limit
 from agentrunner_host.service import HostService
 
 from .conftest import LiveServer, SettingsFactory
@@ -83,3 +85,40 @@ async def test_connections_beyond_the_limit_are_answered_503(make_settings: Sett
         writer.close()
         for _, w in held:
             w.close()
+
+
+async def test_the_default_limit_serves_a_thousand_open_connections(make_settings: SettingsFactory) -> None:
+    """The default ``max_connections`` holds 1,000 open connections (1,000 live SSE streams hold as many)
+    and still answers the next request: the old default of 512 answered it 503."""
+    settings = make_settings("[http]\nheader_timeout_seconds = 600\n")
+    # serve raises its descriptor limit so: the 1,000 client ends are in this process too
+    raise_open_files_limit(2 * 1000)
+    async with HostService.open(settings) as service, LiveServer(service) as live:
+        held: list[asyncio.StreamWriter] = []
+        try:
+            for _ in range(1000):
+                held.append((await asyncio.open_connection("127.0.0.1", live.port))[1])
+            reader, writer = await asyncio.open_connection("127.0.0.1", live.port)
+            held.append(writer)
+            writer.write(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+            await writer.drain()
+            assert (await _closed_by_server(reader)).startswith(b"HTTP/1.1 200")
+        finally:
+            for w in held:
+                w.close()
+            await asyncio.gather(*(w.wait_closed() for w in held), return_exceptions=True)
+
+
+def test_serve_raises_a_low_open_files_limit_to_fit_its_connections() -> None:
+    """A soft ``RLIMIT_NOFILE`` below the connections plus serve's own files is raised (within the hard
+    limit); a higher one is left alone."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))
+        wanted = 300 + OWN_FILES
+        expected = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+        assert raise_open_files_limit(300) == expected
+        assert resource.getrlimit(resource.RLIMIT_NOFILE) == (expected, hard)
+        assert raise_open_files_limit(10) == expected  # never lowered
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

@@ -224,10 +224,12 @@ class RunPolicy(_HostModel):
     """Results per run before the host stops the run (``runner.too_many_results``)."""
     max_output_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
     """Encoded bytes of all of a run's results together; more fails the run with ``runner.output_too_large``."""
-    backcall_rate: float = Field(default=50.0, gt=0)
-    """Sustained back-calls per second per run."""
-    backcall_burst: int = Field(default=200, ge=1)
-    """Back-call burst size."""
+    backcall_rate: float = Field(default=200.0, gt=0)
+    """Sustained back-calls per second per run, once the burst is spent (a runaway loop of calls is held to
+    this; a run's ordinary calls never reach it)."""
+    backcall_burst: int = Field(default=1000, ge=1)
+    """Back-calls a run may make back to back before the sustained rate applies (e.g. reading a few hundred
+    state keys or history pages at its start)."""
     max_backcall_bytes: int = Field(default=1024 * 1024, ge=1024)
     """Largest back-call request or response (JSON bytes)."""
 

@@ -116,8 +116,10 @@ class HttpConfig(_Section):
     """Longest time to receive a request body; slower bodies are answered 408."""
     keep_alive_seconds: int = Field(default=5, ge=1)
     """Idle keep-alive connections are closed after this long."""
-    max_connections: int = Field(default=512, ge=1)
-    """Concurrent connections (and requests) served; more are answered 503."""
+    max_connections: int = Field(default=4096, ge=1)
+    """Concurrent connections (and requests) served; more are answered 503. Every open SSE stream holds one,
+    so the default leaves room for a few thousand live streams; ``serve`` raises its open-files limit
+    (``RLIMIT_NOFILE``, up to the hard limit) to fit this many connections plus its own files."""
     cookie_secure_mode: Literal["auto", "always"] = "auto"
     """The console's session cookie is ``Secure`` when the request came over HTTPS (``auto``: uvicorn takes
     ``X-Forwarded-Proto`` only from the proxies in ``FORWARDED_ALLOW_IPS``, loopback by default), or always

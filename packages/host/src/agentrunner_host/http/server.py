@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import resource
 import signal
 import threading
 from collections.abc import Callable, Generator
@@ -24,12 +25,40 @@ from agentrunner_host.service import HostService
 
 from .app import create_app
 
-__all__ = ["guarded_protocol", "serve", "server_config"]
+__all__ = ["OWN_FILES", "guarded_protocol", "raise_open_files_limit", "serve", "server_config"]
 
 log = logging.getLogger("agentrunner.http")
 _log = log
 
 _SIGNALS: Final = (signal.SIGINT, signal.SIGTERM)
+
+OWN_FILES: Final = 1024
+"""Descriptors ``serve`` keeps for itself besides its connections: database files, plugin pipes, logs."""
+
+
+def raise_open_files_limit(connections: int) -> int:
+    """Raise this process's soft ``RLIMIT_NOFILE`` so that *connections* sockets fit besides
+    :data:`OWN_FILES` (never above the hard limit, never lowered); returns the soft limit now in force.
+
+    Many systems start services with a soft limit of 1,024 descriptors, which would make ``accept`` fail
+    long before ``[http] max_connections`` open SSE streams; the hard limit is usually far higher and an
+    unprivileged process may raise its soft limit up to it."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = connections + OWN_FILES
+    if hard != resource.RLIM_INFINITY:
+        wanted = min(wanted, hard)
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+        soft = wanted
+    if soft != resource.RLIM_INFINITY and soft < connections + OWN_FILES:
+        log.warning(
+            "open-files limit %d is below [http] max_connections %d + %d of serve's own: connections past it"
+            " fail to be accepted",
+            soft,
+            connections,
+            OWN_FILES,
+        )
+    return soft
 
 
 def guarded_protocol(header_timeout: float) -> type[asyncio.Protocol]:
@@ -166,6 +195,7 @@ async def serve(
         log_level=log_level,
         graceful_shutdown_seconds=graceful_shutdown_seconds,
     )
+    raise_open_files_limit(limits.max_connections)
     tasks: set[asyncio.Task[None]] = set()
 
     def begin_shutdown() -> None:
