@@ -1,6 +1,6 @@
 """The measuring engine behind ``python -m bench``.
 
-Method (the same as /work/shared/reference/perf-floors.md, so figures are comparable):
+Method (the same as the floor study the goals cite, bench/FLOORS.md, so figures are comparable):
 
 * A *sample* is the mean time of one operation over an inner loop long enough to dwarf the timer's cost.
   The garbage collector is paused inside the loop and run between samples (as :mod:`timeit` does).
