@@ -1,0 +1,65 @@
+"""Every ``agentrunner.toml`` example in the docs is a configuration the host accepts, and every agent in it
+passes the same admission as ``POST /v1/agents`` against the installed runner's form.
+
+An operator copies these blocks verbatim; a renamed key or a field a runner's form no longer declares would
+otherwise only show up on their machine. Blocks that are not host configuration (``pyproject.toml`` entry
+points, Codex's own ``config.toml``) are recognised by their first table and skipped, and the test checks
+that it found the examples at all."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from importlib.metadata import entry_points
+from pathlib import Path
+
+import pytest
+from agentrunner import AgentRunner, AgentRunnerManifest
+from agentrunner_host.admission import check_agent_config
+from agentrunner_host.config import parse_config
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+_BLOCK = re.compile(r"^ *```toml\n(.*?)^ *```", re.S | re.M)
+# First tables of TOML blocks that configure something else than the host.
+_NOT_HOST = ("[project", "[mcp_servers.agentrunner]", "[build-system]", "[dependency-groups]")
+
+
+def _host_examples() -> list[tuple[str, str]]:
+    found: list[tuple[str, str]] = []
+    for doc in sorted(DOCS.rglob("*.md")):
+        for number, match in enumerate(_BLOCK.finditer(doc.read_text(encoding="utf-8")), start=1):
+            text = match.group(1)
+            if any(marker in text for marker in _NOT_HOST):
+                continue
+            found.append((f"{doc.relative_to(DOCS)}#{number}", text))
+    return found
+
+
+EXAMPLES = _host_examples()
+
+
+def _installed_manifests() -> dict[str, AgentRunnerManifest]:
+    manifests: dict[str, AgentRunnerManifest] = {}
+    for point in entry_points(group="agentrunner.runners"):
+        runner = point.load()
+        if isinstance(runner, type) and issubclass(runner, AgentRunner):
+            manifests[runner.manifest.id] = runner.manifest
+    return manifests
+
+
+def test_the_docs_have_host_configuration_examples() -> None:
+    names = {name.split("#")[0] for name, _ in EXAMPLES}
+    # operators.md's full example, the deployment's runtime server and the runner pages' agents
+    assert {"operators.md", "deployment.md", "runners/dify.md", "runners/claude-code.md"} <= names
+
+
+@pytest.mark.parametrize(("name", "text"), EXAMPLES, ids=[name for name, _ in EXAMPLES])
+def test_a_documented_configuration_loads_and_its_agents_are_admitted(name: str, text: str) -> None:
+    config = parse_config(tomllib.loads(text), source=name)
+    manifests = _installed_manifests()
+    for agent in config.agents:
+        # Raises AdmissionError naming the field when the example no longer fits the runner's form.
+        check_agent_config(agent.runner_id, agent.runner_config, manifests.get(agent.runner_id))
+    agent_ids = {agent.agent_id for agent in config.agents}
+    for binding in config.bindings:
+        assert binding.agent_id in agent_ids, f"{name}: binding {binding.binding_id} names an undefined agent"
