@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import base64
 import logging
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from agentrunner import (
+    APIError,
     ArtifactRef,
     ChatMessage,
     ContentElement,
@@ -18,6 +20,7 @@ from agentrunner import (
     ModelAuthFailedError,
     ModelStreamChunk,
     NotFoundError,
+    PayloadTooLargeError,
     RateLimitedError,
     RuntimeAPIError,
     TextContent,
@@ -196,26 +199,45 @@ async def test_a_model_without_streaming_is_streamed_as_one_chunk(server: FakeOp
     assert "stream" not in server.requests[-1].body
 
 
-@pytest.mark.parametrize(
-    ("status", "error", "retryable"),
-    [
-        (400, InvalidArgumentError, False),
-        (401, ModelAuthFailedError, False),
-        (403, ModelAuthFailedError, False),
-        (404, NotFoundError, False),
-        (429, RateLimitedError, True),
-        (500, RuntimeAPIError, True),
-        (503, RuntimeAPIError, True),
-    ],
-)
+STATUS_ERRORS: list[tuple[int, type[APIError], bool]] = [
+    (400, InvalidArgumentError, False),
+    (401, ModelAuthFailedError, False),
+    (403, ModelAuthFailedError, False),
+    (404, NotFoundError, False),
+    (408, RuntimeAPIError, True),
+    (409, RuntimeAPIError, True),
+    (413, PayloadTooLargeError, False),
+    (422, InvalidArgumentError, False),
+    (429, RateLimitedError, True),
+    (500, RuntimeAPIError, True),
+    (503, RuntimeAPIError, True),
+]
+
+
+def test_the_providers_doc_table_is_the_mapping_tested_here() -> None:
+    """docs/providers.md's "upstream failure | error code" table names, per status, the code tested below."""
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "providers.md").read_text(encoding="utf-8")
+    table = doc[doc.index("| upstream failure | error code |") :].split("\n\n", 1)[0]
+    documented: dict[int, str] = {}
+    for row in table.splitlines()[2:]:
+        failure, code = (cell.strip() for cell in row.strip().strip("|").split("|")[:2])
+        name = re.search(r"`([a-z_.]+)`", code)
+        assert name is not None, row
+        for status in re.findall(r"\b(\d{3}|5xx)\b", failure):
+            for number in (500, 503) if status == "5xx" else (int(status),):
+                documented[number] = name.group(1)
+    assert documented == {status: error("x").code for status, error, _ in STATUS_ERRORS}
+
+
+@pytest.mark.parametrize(("status", "error", "retryable"), STATUS_ERRORS)
 async def test_provider_errors_map_to_protocol_codes(
     server: FakeOpenAIServer,
     models: OpenAICompatibleModels,
     status: int,
-    error: type[Exception],
+    error: type[APIError],
     retryable: bool,
 ) -> None:
-    """Upstream HTTP statuses become the §9 error classes, retryable where a retry can help."""
+    """Upstream HTTP statuses become the protocol's error classes, retryable where a retry can help."""
     server.error(status, "upstream said no", headers={"retry-after": "2"})
     with pytest.raises(error, match=f"provider answered {status}: upstream said no") as caught:
         await models.invoke(models.resources()[0], _params(), access=ACCESS)

@@ -11,7 +11,7 @@ them over plain HTTP (``httpx2``, whose built-in SSE reader handles streaming):
   wire, never in the protocol;
 * rerank (``POST {base}/rerank`` in the Jina/Cohere/vLLM shape).
 
-Upstream failures become §9 errors: 400/422 ``invalid_argument``, 401/403 ``model.auth_failed`` (not the
+Upstream failures become the protocol's error codes (docs/providers.md has the table): 400/422 ``invalid_argument``, 401/403 ``model.auth_failed`` (not the
 host's ``unauthorized``, which means "outside this run's grant"), 404
 ``not_found``, 413 ``payload_too_large``, 429 ``rate_limited``, timeouts and 5xx ``runtime_error``
 (retryable). The API key never appears in a message or a log line: upstream text is scrubbed of it.
