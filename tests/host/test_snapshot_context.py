@@ -265,3 +265,19 @@ def test_the_digest_is_computed_once_and_a_changed_copy_gets_its_own() -> None:
     changed = snap.model_copy(update={"deadline_at": snap.deadline_at + 1})
     assert changed.digest() != first
     assert changed.model_copy(update={"deadline_at": snap.deadline_at}).digest() == first
+
+
+def test_an_empty_tool_grant_takes_the_tools_the_config_selects_and_a_list_is_exact() -> None:
+    """``resource_policy.tools`` empty: the config's tool selector decides; set: only the listed tools, even
+    when the config selects others (docs/operators.md, the policy table)."""
+    schema = [DynamicFormItemSchema(name="tools", label=I18nObject(en_US="T"), type="tool-multi-selector")]
+    man = manifest(permissions=ALL, config_schema=schema, tool_calling=True)
+    desc = RunnerDescriptor(runner_id=man.id, plugin_id="test/fake", manifest=man)
+
+    def granted(policy: ResourcePolicy) -> list[str]:
+        b = binding(config={"tools": ["t2", "missing"]}, resource_policy=policy)
+        snap = SnapshotBuilder(CATALOG).build(run_id="run_1", descriptor=desc, binding=b, event=event())
+        return [t.tool_name for t in snap.resources.tools]
+
+    assert granted(ResourcePolicy()) == ["t2"]  # an unknown selected tool is skipped
+    assert granted(ResourcePolicy(tools=["t1"])) == ["t1"]

@@ -14,9 +14,10 @@ from importlib.metadata import entry_points
 from pathlib import Path
 
 import pytest
-from agentrunner import AgentRunner, AgentRunnerManifest
+from agentrunner import AgentRunner, AgentRunnerManifest, codec
 from agentrunner_host.admission import check_agent_config
 from agentrunner_host.config import parse_config
+from agentrunner_host.definitions import DeliveryPolicy, ResourcePolicy, RunPolicy, StatePolicy
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 _BLOCK = re.compile(r"^ *```toml\n(.*?)^ *```", re.S | re.M)
@@ -63,3 +64,31 @@ def test_a_documented_configuration_loads_and_its_agents_are_admitted(name: str,
     agent_ids = {agent.agent_id for agent in config.agents}
     for binding in config.bindings:
         assert binding.agent_id in agent_ids, f"{name}: binding {binding.binding_id} names an undefined agent"
+
+
+def _doc_text(description: str | None) -> str:
+    text = re.sub(r":\w+:`", "`", re.sub(r"\s+", " ", description or ""))  # Sphinx roles read as code
+    return re.sub(r"``([^`]+)``", r"`\1`", text).strip()
+
+
+def test_the_policy_table_of_operators_md_is_the_policy_models() -> None:
+    """docs/operators.md says its policy table is rendered from the models in ``agentrunner_host.definitions``:
+    every field is a row, with the model's default and its attribute docstring."""
+    doc = (DOCS / "operators.md").read_text(encoding="utf-8")
+    rows = dict(
+        (key, (codec.loads(default), meaning))
+        for key, default, meaning in re.findall(
+            r"^\| `((?:resource|state|delivery|run)_policy\.\w+)` \| `(.*?)` \| (.*) \|$", doc, re.M
+        )
+    )
+    expected: dict[str, tuple[object, str]] = {}
+    for prefix, model in (
+        ("resource_policy", ResourcePolicy),
+        ("state_policy", StatePolicy),
+        ("delivery_policy", DeliveryPolicy),
+        ("run_policy", RunPolicy),
+    ):
+        for name, field in model.model_fields.items():
+            default = field.get_default(call_default_factory=True)
+            expected[f"{prefix}.{name}"] = (default, _doc_text(field.description))
+    assert rows == expected

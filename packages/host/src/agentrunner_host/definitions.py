@@ -167,7 +167,7 @@ class ResourcePolicy(_HostModel):
     models: list[str] | None = None
     """Allowed model ids; ``None`` = the models the runner config selects (if configured on the host)."""
     tools: list[str] = []
-    """Tools granted to the binding (by name)."""
+    """Tools granted to the binding (by name); empty = the host tools the runner config selects."""
     dangerous_tools: list[str] = []
     """Dangerous tools the binding grants explicitly, by tool name or by class (``shell``, ``file_write``,
     ``network``, ``destructive``; see :mod:`agentrunner_host.tool_risk`). A tool the host classifies dangerous
@@ -229,7 +229,7 @@ class RunPolicy(_HostModel):
     this; a run's ordinary calls never reach it)."""
     backcall_burst: int = Field(default=1000, ge=1)
     """Back-calls a run may make back to back before the sustained rate applies (e.g. reading a few hundred
-    state keys or history pages at its start)."""
+    state keys or history pages at its start). Past both, a call is refused ``rate_limited`` (retryable)."""
     max_backcall_bytes: int = Field(default=1024 * 1024, ge=1024)
     """Largest back-call request or response (JSON bytes)."""
 
