@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 from agentrunner import AgentRunner, AgentRunnerManifest, codec
 from agentrunner_host.admission import check_agent_config
-from agentrunner_host.config import parse_config
+from agentrunner_host.config import HostConfig, parse_config
 from agentrunner_host.definitions import DeliveryPolicy, ResourcePolicy, RunPolicy, StatePolicy
+from pydantic import BaseModel
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 _BLOCK = re.compile(r"^ *```toml\n(.*?)^ *```", re.S | re.M)
@@ -92,3 +93,32 @@ def test_the_policy_table_of_operators_md_is_the_policy_models() -> None:
             default = field.get_default(call_default_factory=True)
             expected[f"{prefix}.{name}"] = (default, _doc_text(field.description))
     assert rows == expected
+
+
+def _config_keys(model: type[BaseModel], prefix: str = "") -> list[str]:
+    keys: list[str] = []
+    for name, field in model.model_fields.items():
+        kind = field.annotation
+        if isinstance(kind, type) and issubclass(kind, BaseModel):
+            keys += _config_keys(kind, f"{prefix}{name}.")
+        else:
+            keys.append(f"{prefix}{name}")
+    return keys
+
+
+def test_every_configuration_key_is_in_the_reference_of_operators_md() -> None:
+    """The operator's reference table names every key of ``agentrunner.toml`` (a section given whole, such as
+    ``[[models]]``, counts for its keys)."""
+    doc = (DOCS / "operators.md").read_text(encoding="utf-8")
+    reference = doc[doc.index("### Reference") : doc.index("### Environment variables")]
+    documented = {
+        key
+        for cell in re.findall(r"^\| ([^|]+) \|", reference, re.M)
+        for key in re.findall(r"`\[*([a-z_.]+)", cell)
+    }
+    missing = [
+        key
+        for key in _config_keys(HostConfig)
+        if key not in documented and key.split(".")[0] not in documented
+    ]
+    assert missing == []
