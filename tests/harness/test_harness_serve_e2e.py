@@ -178,8 +178,10 @@ def test_a_real_cli_behind_serve_uses_the_bridge_streams_and_resumes(
             # audit completeness of a harness run: the CLI's one tool call through the bridge is one record
             run_id = first[-1][1]["run_id"]
             audit = client.get("/v1/audit", params={"run_id": run_id, "order": "asc"}).json()["entries"]
-            assert [(e["action"], e["decision"], e["runner_id"]) for e in audit] == [
-                ("history.page", "allowed", runner_id)
+            # ... and the CLI's own report of that tool use is the run's one harness.tool record
+            assert [(e["action"], e["resource"], e["decision"], e["runner_id"]) for e in audit] == [
+                ("history.page", None, "allowed", runner_id),
+                ("harness.tool", "mcp__agentrunner__history_page", "allowed", runner_id),
             ], audit
             run = client.get(f"/v1/runs/{run_id}").json()
             assert run["status"] == "completed", run
@@ -196,4 +198,92 @@ def test_a_real_cli_behind_serve_uses_the_bridge_streams_and_resumes(
             assert resumed
             header = "x-claude-code-session-id" if harness == "claude" else "thread-id"
             assert {r["headers"].get(header) for r in resumed} == {session}
+        assert "Traceback" not in log.read_text()
+
+
+NATIVE_CASES: list[tuple[str, str | None]] = [("claude", CLAUDE), ("codex", CODEX)]
+
+
+def _runner_config(harness: str, binary: str, api_url: str) -> tuple[str, str]:
+    if harness == "claude":
+        return "plugin:langbot/claude-code-agent/default", (
+            f'"cli-command" = "{binary}"\n"api-base-url" = "{api_url}"\n"api-key" = {{ env = "{_FAKE_KEY_ENV}" }}\n'
+            '"output-format" = "stream-json"\n"max-turns" = 3\n"environment-json" = { CLAUDE_CODE_MAX_RETRIES = "0" }\n'
+        )
+    return "plugin:langbot/codex-agent/default", (
+        f'"cli-command" = "{binary}"\n"api-base-url" = "{api_url}"\n"api-key" = {{ env = "{_FAKE_KEY_ENV}" }}\n'
+        '"model" = "fake-model"\n'
+    )
+
+
+@pytest.mark.parametrize(("harness", "binary"), NATIVE_CASES, ids=["claude-code", "codex"])
+def test_the_clis_own_commands_are_audit_records(tmp_path: Path, harness: str, binary: str | None) -> None:
+    """Gate item 8: a command the CLI runs with its own shell tool (Claude Code's ``Bash``, Codex's
+    ``exec_command``) is an audit record of the run — action ``harness.tool``, the tool, what it ran, its danger
+    class, how it ended — returned by ``GET /v1/audit`` and ``agentrunner audit``."""
+    if binary is None:
+        pytest.skip(f"set AGENTRUNNER_{harness.upper()}_BIN to run")
+    fake: AbstractContextManager[str]
+    if harness == "claude":
+        # succeeds: echo is a read-only command Claude Code runs in its default plan mode
+        fake = serve_fake_anthropic(
+            tool="Bash", tool_input={"command": "echo audit-me", "description": "say"}
+        )
+        tool, detail, error = "Bash", "echo audit-me", None
+    else:
+        # fails: Codex reports the exit status, the host records the failure
+        fake = serve_fake_openai(
+            namespace=None, tool="exec_command", arguments={"cmd": "echo audit-me; exit 3"}
+        )
+        tool, detail, error = "command_execution", "/bin/bash -lc 'echo audit-me; exit 3'", "tool.error"
+    with fake as api_url:
+        runner_id, runner_config = _runner_config(harness, binary, api_url)
+        config = _config(tmp_path / "agentrunner.toml", runner_id, runner_config)
+        log = tmp_path / "serve.log"
+        data_dir = tmp_path / "data"
+        with _serving(config, data_dir, log) as base, httpx.Client(base_url=base, timeout=120) as client:
+            events = _event(client, "run the command", "evt-native-1")
+            assert events[-1][0] == "run.completed", events[-1]
+            started = [d["data"] for k, d in events if k == "tool.call.started"]
+            assert [s["tool_name"] for s in started] == [tool], started
+            run_id = events[-1][1]["run_id"]
+            page = client.get(
+                "/v1/audit", params={"run_id": run_id, "action": "harness.tool", "order": "asc"}
+            ).json()
+            [entry] = page["entries"]
+            assert (entry["resource"], entry["caller"], entry["decision"], entry["runner_id"]) == (
+                tool,
+                "harness",
+                "allowed",
+                runner_id,
+            ), entry
+            assert entry["risk"] == ["shell"], entry
+            assert entry.get("detail") == detail, entry
+            assert entry.get("error") == error, entry
+            # the CLI reads the same record from the database
+            argv = [sys.executable, "-m", "agentrunner_host.cli", "audit", "--run", run_id]
+            argv += [
+                "--action",
+                "harness.tool",
+                "--json",
+                "--data-dir",
+                str(data_dir),
+                "--config",
+                str(config),
+            ]
+            cli = subprocess.run(
+                argv,
+                capture_output=True,
+                text=True,
+                check=False,
+                env={k: v for k, v in os.environ.items() if not k.startswith("AGENTRUNNER_")},
+            )
+            assert cli.returncode == 0, cli.stderr
+            [printed] = json.loads(cli.stdout)["entries"]
+            assert (printed["resource"], printed["detail"], printed["error"], printed["risk"]) == (
+                tool,
+                detail,
+                error,
+                ["shell"],
+            )
         assert "Traceback" not in log.read_text()

@@ -1,7 +1,7 @@
 """Scripted fakes of the Anthropic Messages and OpenAI Responses APIs, so real harness CLIs run offline.
 
-Each fake answers the first turn by calling one MCP tool (when the harness offers it) and the second turn by
-echoing the tool's result as text. They speak just enough of each streaming format for Claude Code and Codex.
+Each fake answers the first turn by calling one tool (an MCP tool, or one of the harness's own such as
+``Bash``, when the harness offers it) and the second turn by echoing the tool's result as text. They speak just enough of each streaming format for Claude Code and Codex.
 """
 
 from __future__ import annotations
@@ -75,7 +75,9 @@ def _anthropic_events(block: dict[str, Any], stop: str) -> list[tuple[str, dict[
     ]
 
 
-def _anthropic_handler(tool: str, seen: list[dict[str, Any]] | None = None) -> type[BaseHTTPRequestHandler]:
+def _anthropic_handler(
+    tool: str, seen: list[dict[str, Any]] | None = None, tool_input: dict[str, Any] | None = None
+) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, format: str, *args: Any) -> None:
             return
@@ -94,7 +96,7 @@ def _anthropic_handler(tool: str, seen: list[dict[str, Any]] | None = None) -> t
                 block = {"type": "text", "text": "Tool said: " + codec.dumps_str(results[-1].get("content"))}
                 _sse(self, _anthropic_events(block, "end_turn"))
             elif tool in offered:
-                block = {"type": "tool_use", "id": "toolu_fake", "name": tool, "input": {}}
+                block = {"type": "tool_use", "id": "toolu_fake", "name": tool, "input": tool_input or {}}
                 _sse(self, _anthropic_events(block, "tool_use"))
             else:
                 _sse(self, _anthropic_events({"type": "text", "text": "no tool offered"}, "end_turn"))
@@ -112,7 +114,10 @@ _USAGE = {
 
 
 def _openai_handler(
-    namespace: str, tool: str, seen: list[dict[str, Any]] | None = None
+    namespace: str | None,
+    tool: str,
+    seen: list[dict[str, Any]] | None = None,
+    arguments: dict[str, Any] | None = None,
 ) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, format: str, *args: Any) -> None:
@@ -133,14 +138,14 @@ def _openai_handler(
                     "status": "completed",
                     "content": content,
                 }
-            elif namespace in codec.dumps_str(body.get("tools", [])):
+            elif (namespace or tool) in codec.dumps_str(body.get("tools", [])):
                 item = {
                     "type": "function_call",
                     "id": "fc_1",
                     "call_id": "call_1",
                     "name": tool,
-                    "namespace": namespace,
-                    "arguments": "{}",
+                    **({"namespace": namespace} if namespace is not None else {}),
+                    "arguments": codec.dumps_str(arguments or {}),
                     "status": "completed",
                 }
             else:
@@ -197,18 +202,26 @@ def _serve(handler: type[BaseHTTPRequestHandler]) -> Generator[str]:
 
 
 @contextmanager
-def serve_fake_anthropic(*, tool: str, seen: list[dict[str, Any]] | None = None) -> Generator[str]:
-    """A fake Messages API whose model calls *tool* (a ``mcp__<server>__<tool>`` name); yields its base URL.
-    Every request is appended to *seen* (path, lower-cased headers, body) when given."""
-    with _serve(_anthropic_handler(tool, seen)) as url:
+def serve_fake_anthropic(
+    *, tool: str, seen: list[dict[str, Any]] | None = None, tool_input: dict[str, Any] | None = None
+) -> Generator[str]:
+    """A fake Messages API whose model calls *tool* (a ``mcp__<server>__<tool>`` name, or one of Claude
+    Code's own such as ``Bash``) with *tool_input*; yields its base URL. Every request is appended to *seen*
+    (path, lower-cased headers, body) when given."""
+    with _serve(_anthropic_handler(tool, seen, tool_input)) as url:
         yield url
 
 
 @contextmanager
 def serve_fake_openai(
-    *, namespace: str, tool: str, seen: list[dict[str, Any]] | None = None
+    *,
+    namespace: str | None,
+    tool: str,
+    seen: list[dict[str, Any]] | None = None,
+    arguments: dict[str, Any] | None = None,
 ) -> Generator[str]:
-    """A fake Responses API whose model calls *tool* of MCP *namespace* (``mcp__<server>``); yields ``.../v1``.
+    """A fake Responses API whose model calls *tool* of MCP *namespace* (``mcp__<server>``), or with
+    ``namespace=None`` one of Codex's own tools (``exec_command``), with *arguments*; yields ``.../v1``.
     Every request is appended to *seen* when given."""
-    with _serve(_openai_handler(namespace, tool, seen)) as url:
+    with _serve(_openai_handler(namespace, tool, seen, arguments)) as url:
         yield url + "/v1"

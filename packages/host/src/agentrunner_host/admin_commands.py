@@ -149,7 +149,11 @@ def _entry_json(entry: AuditEntry) -> dict[str, Any]:
 def _line(entry: AuditEntry) -> str:
     moment = datetime.fromtimestamp(entry.at / 1000).astimezone().isoformat(timespec="milliseconds")
     resource = entry.resource or "-"
-    return f"{moment}\t{entry.run_id}\t{entry.runner_id}\t{entry.action}\t{resource}\t{entry.decision}"
+    line = f"{moment}\t{entry.run_id}\t{entry.runner_id}\t{entry.action}\t{resource}\t{entry.decision}"
+    if entry.detail is not None or entry.error is not None:
+        # a harness tool: what it ran, and how it ended
+        line += f"\t{entry.error or 'ok'}\t{entry.detail or '-'}"
+    return line
 
 
 def run_audit(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:

@@ -16,7 +16,7 @@ import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Final, TypeVar
+from typing import Final, Literal, TypeVar
 
 from agentrunner import (
     ACTIONS,
@@ -93,6 +93,13 @@ class AuditRecord:
     at: float
     risk: tuple[str, ...] = ()
     """The dangerous classes of the tool a ``tools.*`` call named (granted or withheld); empty otherwise."""
+    source: Literal["backcall", "harness"] = "backcall"
+    """``backcall``: a call of the back-call API; ``harness``: a tool the harness CLI reported using
+    (:mod:`agentrunner_host.harness_audit`)."""
+    detail: str | None = None
+    """What a harness tool did (its command, file or URL), masked and capped."""
+    error: str | None = None
+    """A harness tool's failure code (``tool.error``, ``tool.unfinished``); ``None`` when it succeeded."""
 
 
 class _TokenBucket:

@@ -38,6 +38,7 @@ from .errors import (
     RunnerTransportError,
 )
 from .harness import HarnessSupport, refuse_code_execution
+from .harness_audit import harness_tools_unfinished
 from .live_audit import LiveAuditWriter
 from .persistence import event_entry, persist_finish, run_start, store_event_data
 from .ports import FactsAPI, RunStores
@@ -584,6 +585,7 @@ class Orchestrator:
                 state.clear_deltas()
             for call_id, name in state.open_tool_calls.items():
                 state.warn("violation.tool_unpaired", f"tool call {call_id} ({name}) never completed")
+            harness_tools_unfinished(state)
             state.summarise_warnings()
         finally:
             live = self.dispatcher.unregister(state.run_id)

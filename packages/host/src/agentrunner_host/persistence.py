@@ -22,6 +22,7 @@ from .dispatcher import AuditRecord, LiveRun
 from .ports import RunStores
 from .run_state import RunState
 from .stores import (
+    BACKCALL_EVENT,
     ArtifactOwner,
     EventEntry,
     RunExistsError,
@@ -166,20 +167,28 @@ def _host_event(state: RunState, kind: str, data: JsonObject, *, at: int | None 
 
 
 def backcall_entry(state: RunState, record: AuditRecord) -> EventEntry:
-    """The ``host.backcall`` event-log record of one back-call (what the audit query reads)."""
+    """The ``host.backcall`` event-log record of one audit record (what the audit query reads): a back-call,
+    or a tool the harness CLI used (``source`` ``harness``)."""
+    data: JsonObject = {
+        "action": record.action,
+        "resource": record.resource,
+        "caller": record.caller,
+        "scope": record.scope,
+        "decision": record.decision,
+        "latency_ms": round(record.latency_ms, 3),
+    }
+    if record.risk:
+        data["risk"] = list(record.risk)  # dangerous tools' calls are findable by their classes
+    if record.detail is not None:
+        data["detail"] = record.detail
+    if record.error is not None:
+        data["error"] = record.error
+    if record.source != "backcall":
+        data["source"] = record.source
     return _host_event(
         state,
-        "host.backcall",
-        {
-            "action": record.action,
-            "resource": record.resource,
-            "caller": record.caller,
-            "scope": record.scope,
-            "decision": record.decision,
-            "latency_ms": round(record.latency_ms, 3),
-            # dangerous tools' calls are findable by their classes
-            **({"risk": list(record.risk)} if record.risk else {}),
-        },
+        BACKCALL_EVENT,
+        data,
         # when the call was made (the record may be stored later, with the run's end): the audit query's
         # time filter reads it
         at=int(record.at * 1000),

@@ -40,6 +40,7 @@ from pydantic import ValidationError
 from agentrunner_host.runtime.connection import RawResult
 from agentrunner_host.stores import ResultRecord, StateWrite
 
+from .harness_audit import harness_tool_completed, harness_tool_started
 from .persistence import store_runner_artifact
 from .ports import RunStores
 from .redaction import ResultRedactor
@@ -279,6 +280,7 @@ class ResultRules:
             case ToolCallStartedResult():
                 state.open_tool_calls[result.data.tool_call_id] = result.data.tool_name
                 state.record("tool.call.started", result.data.model_dump(mode="json"))
+                harness_tool_started(state, result.data)
                 state.has_output = True
                 return result
             case ToolCallCompletedResult():
@@ -288,6 +290,7 @@ class ResultRules:
                         f"tool call {result.data.tool_call_id} completed without start",
                     )
                 state.record("tool.call.completed", result.data.model_dump(mode="json"))
+                harness_tool_completed(state, result.data)
                 return result
             case StateUpdatedResult():
                 return self._state_update(state, result)

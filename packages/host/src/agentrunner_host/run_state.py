@@ -116,6 +116,10 @@ class RunState:
     last_delta: MessageDeltaResult | None = None
     """The latest delta delivered (a held-back tail is released as a copy of it)."""
     open_tool_calls: dict[str, str] = field(default_factory=dict[str, str])
+    harness_tools: dict[str, tuple[float, str, str | None]] = field(
+        default_factory=dict[str, tuple[float, str, str | None]]
+    )
+    """Tools a code-executing runner's CLI started and has not ended: call id → (start time, name, detail)."""
     artifact_ids: dict[str, ArtifactRef] = field(default_factory=dict[str, ArtifactRef])
     log: ResultLog[ResultRecord, StateWrite] | None = None
     """The run's result log (``stores.runs.log``): results go to the store as they come, not at the end."""

@@ -426,6 +426,8 @@ def _audit_out(entry: AuditEntry) -> AuditEntryOut:
         latency_ms=entry.latency_ms,
         at=entry.at,
         risk=entry.risk,
+        detail=entry.detail,
+        error=entry.error,
     )
 
 

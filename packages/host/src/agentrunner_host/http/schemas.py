@@ -308,7 +308,7 @@ class BindingCheckOut(_Body):
 
 
 class AuditEntryOut(_Body):
-    """One back-call, allowed or refused."""
+    """One back-call, allowed or refused, or one tool a harness CLI used (action ``harness.tool``)."""
 
     seq: int
     """Position in the event log."""
@@ -336,6 +336,10 @@ class AuditEntryOut(_Body):
     """When it was made, Unix epoch milliseconds."""
     risk: list[str] = []
     """Danger classes of the tool it called (``shell``, ``file_write``, ``network``, ``destructive``)."""
+    detail: str | None = None
+    """What a harness tool (action ``harness.tool``) did: its command, file or URL."""
+    error: str | None = None
+    """A harness tool's failure code (``tool.error``, ``tool.unfinished``); absent when it succeeded."""
 
 
 class AuditPageOut(_Body):

@@ -1,9 +1,10 @@
-"""The back-call audit as a query (``stores.audit``).
+"""The audit as a query (``stores.audit``).
 
-The dispatcher files one record per back-call, allowed or denied; the run's end stores them in the event log
-as ``host.backcall`` host records, in call order, with the call's time as ``event_time`` (see
-:mod:`agentrunner_host.persistence`). This module reads them back with filters and keyset paging; it adds
-no second copy of the facts. Records of a run still executing are in memory until the run ends.
+The dispatcher files one record per back-call, allowed or denied, and the host one per tool a harness CLI
+used (:mod:`agentrunner_host.harness_audit`, action ``harness.tool``); both are stored in the event log as
+``host.backcall`` host records, in call order, with the call's time as ``event_time``, while the run is
+live (see :mod:`agentrunner_host.live_audit`, :mod:`agentrunner_host.persistence`). This module reads them
+back with filters and keyset paging; it adds no second copy of the facts.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from .runs import RUNS
 __all__ = ["BACKCALL_EVENT", "MAX_AUDIT_PAGE", "AuditEntry", "AuditFilter", "AuditLog", "AuditPage"]
 
 BACKCALL_EVENT: Final = "host.backcall"
-"""Event type of a stored back-call audit record."""
+"""Event type of a stored audit record: a back-call, or (action ``harness.tool``, caller ``harness``) a tool
+a harness CLI used. One type, so the query pages one index range (``ix_events_event_type_id``)."""
 MAX_AUDIT_PAGE: Final = 500
 """Largest page."""
 
@@ -78,6 +80,10 @@ class AuditEntry:
     """When the call was made (Unix epoch milliseconds)."""
     risk: list[str]
     """Danger classes of the tool it called (``shell``, ``file_write``...), empty for the others."""
+    detail: str | None = None
+    """What a harness tool did (its command, file or URL); ``None`` for back-calls."""
+    error: str | None = None
+    """A harness tool's failure code (``tool.error``, ``tool.unfinished``); ``None`` when it succeeded."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,11 +118,13 @@ def _entry(m: RowMapping) -> AuditEntry:
         latency_ms=float(latency) if isinstance(latency, int | float) else None,
         at=m["at"],
         risk=[r for r in type_cast(list[Any], data.get("risk") or []) if isinstance(r, str)],
+        detail=_str(data.get("detail")),
+        error=_str(data.get("error")),
     )
 
 
 class AuditLog:
-    """Reads the stored back-call audit."""
+    """Reads the stored audit (back-calls and harness tools)."""
 
     def __init__(self, db: Database) -> None:
         self._db = db
