@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
-from typing import Any, Final, Literal, cast
+from typing import TYPE_CHECKING, Any, Final, Literal, cast
 
 import anyio
 import httpx2
@@ -42,14 +42,16 @@ from agentrunner import (
 )
 from agentrunner import codec as json
 from agentrunner.actions import ToolCallParams
-from mcp import ClientSession, StdioServerParameters, stdio_client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from agentrunner_host.access import RunAccess
 from agentrunner_host.stores.artifacts import ArtifactOwner, ArtifactStore
 from agentrunner_host.tool_risk import ToolRisk, classify_tool
+
+if TYPE_CHECKING:
+    # The ``mcp`` client is imported where a session starts, not with this module: the configuration models
+    # below are imported by every ``agentrunner`` command, and importing ``mcp`` costs about a second of CPU.
+    from mcp import ClientSession
 
 __all__ = [
     "DEFAULT_RESULT_THRESHOLD",
@@ -190,6 +192,8 @@ def _resolve_env(mapping: Mapping[str, str], environ: Mapping[str, str], what: s
 
 
 def _is_disconnect(exc: BaseException) -> bool:
+    from mcp.shared.exceptions import MCPError
+
     if isinstance(exc, MCPError):
         return exc.error.code == mcp_types.CONNECTION_CLOSED
     return isinstance(
@@ -251,6 +255,9 @@ class _MCPConnection:
         return session
 
     async def _serve(self, ready: asyncio.Future[ClientSession], stop: asyncio.Event) -> None:
+        from mcp import ClientSession, StdioServerParameters, stdio_client
+        from mcp.client.streamable_http import streamable_http_client
+
         config = self.config
         try:
             async with AsyncExitStack() as stack:
@@ -526,6 +533,8 @@ class HostTools:
     async def _call_mcp(
         self, server: _MCPConnection, name: str, parameters: dict[str, Any], access: RunAccess
     ) -> tuple[Any, bool]:
+        from mcp.shared.exceptions import MCPError
+
         config = server.config
         session = await server.session()
         try:

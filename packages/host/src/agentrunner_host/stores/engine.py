@@ -15,13 +15,16 @@ import logging
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-from alembic import command
-from alembic.config import Config
 from sqlalchemy import Connection, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+if TYPE_CHECKING:
+    # Alembic is imported when a migration runs, not with the stores: every ``agentrunner`` command imports
+    # them, ``--help`` included, and Alembic costs about half a second of CPU to import.
+    from alembic.config import Config
 
 __all__ = [
     "DATABASE_FILE_NAME",
@@ -144,6 +147,8 @@ def _configure_sqlite(engine: AsyncEngine) -> None:
 
 def alembic_config() -> Config:
     """The Alembic configuration of the host's migrations (no ini file)."""
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", "agentrunner_host:migrations")
     return config
@@ -165,6 +170,8 @@ def _upgrade_sync(connection: Connection, revision: str) -> None:
         # Several hosts may start at once against one database: without the lock their first migrations race
         # (duplicate CREATE TABLE). Released when the migration's transaction ends.
         connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK_KEY})")
+    from alembic import command
+
     config = alembic_config()
     config.attributes["connection"] = connection
     command.upgrade(config, revision)
