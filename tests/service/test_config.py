@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -101,6 +102,32 @@ def test_environment_variables_override_the_file_and_flags_override_both(
     assert flagged.http_port == 9200
     with pytest.raises(ConfigFileError, match="AGENTRUNNER_HTTP_PORT"):
         make_settings(environ={"AGENTRUNNER_HTTP_PORT": "lots"})
+
+
+def test_every_documented_environment_variable_beats_the_file(
+    make_settings: SettingsFactory, tmp_path: Path
+) -> None:
+    """docs/operators.md's table of ``AGENTRUNNER_*`` variables: database URL, bind address, plugin directories
+    (added to the file's) and log level each override the file; a log level that is none of the four is an
+    error naming the variable."""
+    toml = (
+        'log_level = "warning"\ndatabase_url = "sqlite+aiosqlite:///from-file.db"\n'
+        '[http]\nhost = "127.0.0.2"\n[runners]\nplugin_dirs = ["from-file"]\n'
+    )
+    environ = {
+        "AGENTRUNNER_LOG_LEVEL": "DEBUG",
+        "AGENTRUNNER_DATABASE_URL": "sqlite+aiosqlite:///from-env.db",
+        "AGENTRUNNER_HTTP_HOST": "127.0.0.3",
+        "AGENTRUNNER_PLUGIN_DIRS": f"one{os.pathsep}two",
+    }
+    settings = make_settings(toml, environ=environ)
+    assert settings.log_level == "debug"
+    assert settings.database_url == "sqlite+aiosqlite:///from-env.db"
+    assert settings.http_host == "127.0.0.3"
+    assert settings.plugin_dirs == (tmp_path / "from-file", tmp_path / "one", tmp_path / "two")
+    assert make_settings(toml).log_level == "warning"
+    with pytest.raises(ConfigFileError, match="AGENTRUNNER_LOG_LEVEL: 'loud' is not one of"):
+        make_settings(environ={"AGENTRUNNER_LOG_LEVEL": "loud"})
 
 
 def test_relative_paths_in_the_file_resolve_against_the_file(tmp_path: Path) -> None:
