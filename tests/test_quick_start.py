@@ -27,10 +27,23 @@ def test_the_quick_start_is_two_commands_one_serving_one_testing() -> None:
     assert serve.endswith("agentrunner serve") and test.endswith("pytest")
 
 
-def test_ci_runs_exactly_the_readme_test_command() -> None:
+def _ci_test_step() -> tuple[list[str], int]:
+    """.ci/run's lines and the index of its test step's marker."""
     lines = REPO.joinpath(".ci/run").read_text(encoding="utf-8").splitlines()
-    marker = next(i for i, line in enumerate(lines) if "== tests (the README's test command)" in line)
+    return lines, next(i for i, line in enumerate(lines) if "== tests (the README's test command)" in line)
+
+
+def test_ci_runs_exactly_the_readme_test_command() -> None:
+    lines, marker = _ci_test_step()
     assert lines[marker + 1].strip() == readme_commands()[1]
+
+
+def test_the_suite_runs_in_random_order_by_default() -> None:
+    """pytest-randomly is a dev dependency and nothing in the pytest configuration turns it off, so the
+    README's test command (and CI's) shuffles the order with a printed seed."""
+    pyproject = tomllib.loads(REPO.joinpath("pyproject.toml").read_text(encoding="utf-8"))
+    assert any(str(dep).startswith("pytest-randomly") for dep in pyproject["dependency-groups"]["dev"])
+    assert "randomly" not in pyproject["tool"]["pytest"]["ini_options"]["addopts"]
 
 
 def _script_command(name: str) -> str:

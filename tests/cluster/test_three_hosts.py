@@ -1,7 +1,8 @@
 """Three ``agentrunner serve`` processes on loopback ports against one PostgreSQL database: an agent added on
 A serves an event on B; a run on A is streamed live and cancelled from C; the same event id posted to A, B
-and C at once makes one run; ``kill -9`` of A mid-run gets its run closed by B or C once A's lease expired,
-never while it was live, and streamed to its terminal from C; no run of a live host is ever closed."""
+and C at once makes one run; ``kill -9`` of a fourth host D mid-run gets its run closed by B or C once D's
+lease expired, never while it was live, and streamed to its terminal from C; no run of a live host is ever
+closed. D is the kill test's own host, so A, B and C serve every test in any order (pytest-randomly)."""
 
 from __future__ import annotations
 
@@ -208,26 +209,31 @@ def test_the_same_event_id_posted_to_three_hosts_at_once_makes_one_run(
 
 
 def test_kill_9_of_a_mid_run_gets_its_runs_closed_after_the_lease_and_never_before(
-    hosts: dict[str, ServeProcess], database_url: str
+    hosts: dict[str, ServeProcess], database_url: str, tmp_path: Path
 ) -> None:
-    """A dies with a run in progress: while A's lease is live the run stays running (checked in the same
-    statement that reads the lease); once it expired, B or C closes it as host_restarted and C's stream of
-    it reaches that terminal. Runs of B and C are never closed."""
-    a, b, c = hosts["a"], hosts["b"], hosts["c"]
-    _add_drip_agent(b, count=5000, delay_ms=20, bot="doomed")
-    wait_for("a to load the binding", lambda: _knows_binding(a, "drip-doomed"))
-    wait_for("c to load the binding", lambda: _knows_binding(c, "drip-doomed"))
-    a_id = host_id(database_url, "machine-a")
-    doomed = _post_event(a, {"text": "go", "bot_id": "doomed", "conversation_id": "doomed"}).json()["run_id"]
-    survivor = _post_event(b, {"text": "go", "bot_id": "doomed", "conversation_id": "survivor"}).json()[
-        "run_id"
-    ]
-    reader = _Reader(c, doomed)
-    reader.start(enough=3)
-    assert reader.seen.wait(WAIT) and reader.error is None
+    """D (a host of this test alone: the module's A, B and C must outlive it) dies with a run in progress:
+    while D's lease is live the run stays running (checked in the same statement that reads the lease); once
+    it expired, B or C closes it as host_restarted and C's stream of it reaches that terminal. Runs of B and C
+    are never closed."""
+    b, c = hosts["b"], hosts["c"]
+    with serve_process(tmp_path, "d", database_url, _config("d")) as d:
+        until_ready(d)
+        _add_drip_agent(b, count=5000, delay_ms=20, bot="doomed")
+        wait_for("d to load the binding", lambda: _knows_binding(d, "drip-doomed"))
+        wait_for("c to load the binding", lambda: _knows_binding(c, "drip-doomed"))
+        d_id = host_id(database_url, "machine-d")
+        doomed = _post_event(d, {"text": "go", "bot_id": "doomed", "conversation_id": "doomed"}).json()[
+            "run_id"
+        ]
+        survivor = _post_event(b, {"text": "go", "bot_id": "doomed", "conversation_id": "survivor"}).json()[
+            "run_id"
+        ]
+        reader = _Reader(c, doomed)
+        reader.start(enough=3)
+        assert reader.seen.wait(WAIT) and reader.error is None
 
-    a.process.send_signal(signal.SIGKILL)
-    a.process.wait(timeout=30)
+        d.process.send_signal(signal.SIGKILL)
+        d.process.wait(timeout=30)
     observations: list[tuple[str, bool]] = []
 
     def closed() -> bool:
@@ -253,4 +259,4 @@ def test_kill_9_of_a_mid_run_gets_its_runs_closed_after_the_lease_and_never_befo
     with b.client() as client:
         assert client.post(f"/v1/runs/{survivor}/cancel").status_code in (200, 202)
     restarted = sql(database_url, "SELECT owner_host FROM runs WHERE code = 'host_restarted'")
-    assert restarted and {owner for (owner,) in restarted} == {a_id}
+    assert restarted and {owner for (owner,) in restarted} == {d_id}

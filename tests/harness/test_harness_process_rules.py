@@ -247,7 +247,10 @@ async def test_a_run_cancelled_while_the_prompt_is_written_leaves_no_cli_behind(
             pytest.fail("the prompt cannot have been written")
 
     task = asyncio.create_task(enter())
-    while not pid_file.exists() or not pid_file.read_text():  # noqa: ASYNC110 - the CLI says it started
+    # Both: the CLI says it started, and create_subprocess_exec has returned (the child runs before asyncio
+    # has connected its pipes; a cancel there is asyncio's to clean up, and this test is about the write).
+    # With the process object set, nothing awaits before the blocked write, so the cancel lands in it.
+    while process._proc is None or not pid_file.exists() or not pid_file.read_text():  # noqa: ASYNC110
         await asyncio.sleep(0.01)
     pid = int(pid_file.read_text())
     try:
