@@ -122,3 +122,11 @@ def test_every_configuration_key_is_in_the_reference_of_operators_md() -> None:
         if key not in documented and key.split(".")[0] not in documented
     ]
     assert missing == []
+
+
+def test_the_harness_cli_versions_the_runner_pages_name_are_the_ones_ci_installs() -> None:
+    script = (DOCS.parent / ".ci" / "harness-clis.sh").read_text(encoding="utf-8")
+    pinned = dict(re.findall(r'^(CLAUDE_CODE|CODEX)_VERSION="([^"]+)"', script, re.M))
+    for page, name in (("claude-code.md", "CLAUDE_CODE"), ("codex.md", "CODEX")):
+        text = (DOCS / "runners" / page).read_text(encoding="utf-8")
+        assert f"CI pins {pinned[name]}" in text, f"docs/runners/{page} names another version than CI's"
