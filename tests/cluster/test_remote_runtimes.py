@@ -103,6 +103,19 @@ def _status(host: ServeProcess, run_id: str) -> dict[str, object]:
         return client.get(f"/v1/runs/{run_id}").json()
 
 
+def _evidence(cluster: _Cluster, run_id: str) -> str:
+    """What a failure of the cancel hand-off needs to be explained: the run's row, the requests still stored,
+    and the end of both hosts' logs."""
+    row = sql(cluster.url, "SELECT owner_host, status, code, message FROM runs WHERE run_id = :r", r=run_id)
+    requests = sql(cluster.url, "SELECT target_host, kind, run_id, claimed_at FROM host_requests")
+    hosts = sql(cluster.url, "SELECT host_id, machine, lease_expires_at FROM hosts")
+    logs = "".join(
+        f"\n--- {name}.log ---\n" + "\n".join(host.log.read_text(errors="replace").splitlines()[-40:])
+        for name, host in cluster.hosts.items()
+    )
+    return f"run {row}, requests {requests}, hosts {hosts}{logs}"
+
+
 def test_a_runtime_attached_to_b_serves_an_event_posted_to_a_and_is_cancelled_through_a(
     cluster: _Cluster,
 ) -> None:
@@ -146,9 +159,12 @@ def test_a_runtime_attached_to_b_serves_an_event_posted_to_a_and_is_cancelled_th
             connect_sse(client, "GET", f"/v1/runs/{sleeper}/results?stream=true") as source,
         ):
             last = [(e.event, e.data) for e in source.iter_sse()][-1]
-        assert last[0] == "run.failed" and '"cancelled"' in last[1]
+        assert last[0] == "run.failed" and '"cancelled"' in last[1], _evidence(cluster, sleeper)
         final = _status(a, sleeper)  # the stream ended with the terminal: the run's end is committed
-        assert final["status"] == "failed" and final["code"] == "cancelled"
+        assert final["status"] == "failed" and final["code"] == "cancelled", (
+            final,
+            _evidence(cluster, sleeper),
+        )
     finally:
         runtime.kill()
         runtime.wait(timeout=30)

@@ -116,6 +116,11 @@ _RETRY_SECONDS: Final = 1.0
 """Pause before a failed background write is tried again."""
 _REQUESTS_PRUNE_SECONDS: Final = 60.0
 """How often a host deletes the requests and runtime attachments of hosts no longer registered."""
+_PENDING_CANCEL_SECONDS: Final = 30.0
+"""How long a cancel taken for a run this host owns in the store but has not registered yet is kept (another
+host can see the run's committed start a moment before this host registers the run)."""
+_PENDING_CANCEL_RETRY: Final = 0.05
+"""Seconds between two tries of such a cancel."""
 _HANDOFF_CLAIM_SECONDS: Final = 10.0
 """How long a host waits for the host with a plugin's runtime to take an event before it runs it itself."""
 _HANDOFF_ANSWER_SECONDS: Final = 60.0
@@ -211,6 +216,7 @@ class HostService:
         self._feeds: dict[str, RunFeed] = {}
         self._pumps: set[asyncio.Task[None]] = set()
         self._cancels: set[asyncio.Task[bool]] = set()
+        self._pending_cancels: dict[str, float] = {}
         self._closing = False
         self.notifications = notifications or Notifications(engine)
         """Announcements from the other hosts of the database (PostgreSQL)."""
@@ -456,6 +462,8 @@ class HostService:
     async def take_requests(self) -> int:
         """Act on every request stored for this host now (the watcher does it on its own); returns how many."""
         me = self.host_id
+        if self._pending_cancels:
+            await self._retry_pending_cancels()
         if me is None or not await self.stores.requests.has_pending(me):
             return 0
         taken = await self.stores.requests.take(me)
@@ -473,13 +481,41 @@ class HostService:
 
     def _cancel_here(self, run_id: str) -> None:
         if self.host.orchestrator.handle(run_id) is None:
-            return  # already ended (or never started here)
+            # Ended already, or not registered yet: the run's start is committed (the sender saw it running)
+            # a moment before the orchestrator holds the run. The request row is gone, so the cancel is kept
+            # here and tried again until the run is registered or the store says it is no longer ours to end.
+            loop = asyncio.get_running_loop()
+            self._pending_cancels.setdefault(run_id, loop.time() + _PENDING_CANCEL_SECONDS)
+            loop.call_later(_PENDING_CANCEL_RETRY, self._requests_due.set)
+            return
+        self._pending_cancels.pop(run_id, None)
         task = asyncio.create_task(
             self.host.orchestrator.cancel(run_id, reason="cancelled through the API of another host"),
             name=f"agentrunner-cancel-{run_id}",
         )
         self._cancels.add(task)
         task.add_done_callback(self._cancels.discard)
+
+    async def _retry_pending_cancels(self) -> None:
+        """Apply the cancels taken before their run was registered here (see :meth:`_cancel_here`)."""
+        loop = asyncio.get_running_loop()
+        for run_id, give_up in list(self._pending_cancels.items()):
+            if self.host.orchestrator.handle(run_id) is not None:
+                self._cancel_here(run_id)
+                continue
+            record = await self.stores.runs.get(run_id)
+            ours = record is not None and record.status == "running" and record.owner_host == self.host_id
+            if not ours:
+                del self._pending_cancels[run_id]  # it ended, or another host runs it: nothing to cancel here
+            elif loop.time() > give_up:
+                del self._pending_cancels[run_id]
+                log.warning(
+                    "a cancel of run %s was dropped: the run is recorded as running on this host, which does"
+                    " not hold it (its next start closes it as host_restarted)",
+                    run_id,
+                )
+            else:
+                loop.call_later(_PENDING_CANCEL_RETRY, self._requests_due.set)
 
     async def _start_requested(self, request: HostRequest) -> None:
         """Start the run of an event another host sent here (this host has the plugin's runtime attached) and
