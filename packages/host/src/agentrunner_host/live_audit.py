@@ -87,7 +87,7 @@ class LiveAuditWriter:
         runs = {live.snapshot.run_id for live, _ in ends}
         self._writing |= runs
         try:
-            await self._stores.events.append_many(entries)
+            await self._stores.events.store_many(entries)
         except Exception:
             # The records stay unstored: the next write or the run's end stores them.
             log.warning("audit records of %d live run(s) could not be stored yet", len(runs), exc_info=True)

@@ -37,6 +37,7 @@ from sqlalchemy.pool import QueuePool, StaticPool
 from agentrunner_host.stores.engine import SQLITE_BEGIN_OPTION, SQLITE_BUSY_TIMEOUT_MS
 
 from ._compiled import CompiledWrites
+from ._loop_reads import LoopReader, loop_reader_for
 
 __all__ = ["Database", "RetryTransaction", "now_ms"]
 
@@ -86,6 +87,10 @@ class Database:
         self._batch_engine: Engine | None = None
         self._batch_conn: Connection | None = None
         self._batch_writes: CompiledWrites | None = None
+        self.loop_reader: LoopReader | None = (
+            loop_reader_for(engine.url.database) if self.dialect == "sqlite" else None
+        )
+        """Point reads on the event loop's thread (SQLite files only; see :mod:`._loop_reads`)."""
 
     @property
     def is_sqlite(self) -> bool:
@@ -292,6 +297,8 @@ class Database:
 
     async def aclose(self) -> None:
         """Release the held connections."""
+        if self.loop_reader is not None:
+            self.loop_reader.close()
         async with self._read_lock:
             if self._reader is not None:
                 await self._reader.close()

@@ -61,6 +61,20 @@ class EventLog:
 
         return await self._db.transact_optimistic(work)
 
+    async def store_many(self, entries: Sequence[EventEntry]) -> None:
+        """Store several events (host records) in one transaction without reading them back: on SQLite the
+        whole transaction is one hop to the writer thread (:meth:`append_many` reads each row back, a
+        statement per row, and runs every statement through aiosqlite)."""
+        if not entries:
+            return
+
+        async def work(conn: AsyncConnection, careful: bool) -> None:
+            await write_facts(
+                conn, self._db.dialect, events=entries, now=now_ms(), careful=careful, returning=False
+            )
+
+        await self._db.transact_batch(work)
+
     async def get(
         self, event_id: str, *, conversation: ConversationKey | None, also_readable: Collection[str] = ()
     ) -> StoredEvent | None:

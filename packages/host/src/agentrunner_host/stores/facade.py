@@ -147,6 +147,13 @@ class HostStores:
         """The injected engine."""
         return self._db.engine
 
+    @property
+    def loop_reads(self) -> int:
+        """Point reads answered on the event loop's thread so far (SQLite files; see ``state.get``): statement
+        counters on the engine do not see them."""
+        reader = self._db.loop_reader
+        return 0 if reader is None else reader.reads
+
     async def positions(self, *, conversation: ConversationKey) -> tuple[int | None, int | None]:
         """The newest transcript seq and the newest event seq (real events, not host records) of the
         conversation's thread, read in one round trip (what a run context needs when it starts)."""

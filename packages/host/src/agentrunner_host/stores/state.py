@@ -35,6 +35,7 @@ from agentrunner_host.access import StateOwner
 from agentrunner_host.stores._connections import Database, now_ms
 from agentrunner_host.stores.tables import StateRow
 
+from ._loop_reads import PointRead
 from ._sql import canonical, digest, insert_for
 from .errors import InvalidValueError, StateVersionConflict, ValueTooLargeError
 
@@ -95,6 +96,23 @@ def _snapshot_sizes(alive: ColumnElement[bool]) -> Select[str, str, int]:
         .order_by(ranked.c.owner_hash, ranked.c.key)
     )
 
+
+_GET_COLUMNS: Final = (
+    STATE.c.key,
+    STATE.c.value,
+    STATE.c.version,
+    STATE.c.runner_id,
+    STATE.c.created_at,
+    STATE.c.updated_at,
+)
+_GetRow = tuple[str, str, int, str | None, int, int]
+"""A row of :data:`_GET_ON_LOOP`, in its column order."""
+_GET_ON_LOOP: Final = PointRead.of(
+    select(*_GET_COLUMNS).where(
+        STATE.c.owner_hash == bindparam("owner_hash"), STATE.c.key == bindparam("key")
+    )
+)
+"""``get``'s primary-key read on the loop (see :mod:`._loop_reads`); its lifetime rule is applied in Python."""
 
 _SNAPSHOT_VALUES: Final = select(STATE.c.key, STATE.c.value).where(
     STATE.c.owner_hash == bindparam("owner"), STATE.c.key.in_(bindparam("keys", expanding=True))
@@ -321,10 +339,30 @@ class StateStore:
         )
 
     async def get(self, owner: StateOwner, key: str) -> StateItem | None:
-        """The value, or ``None`` when the key is unset."""
+        """The value, or ``None`` when the key is unset (or expired)."""
         if self._settled is not None:
             await self._settled()
-        stmt = select(STATE).where(STATE.c.owner_hash == digest(owner_text(owner)), STATE.c.key == key)
+        owner_hash = digest(owner_text(owner))
+        reader = self._db.loop_reader
+        rows = None if reader is None else reader.fetch(_GET_ON_LOOP, {"owner_hash": owner_hash, "key": key})
+        if rows is not None:
+            if not rows:
+                return None
+            found, value, version, runner_id, created_at, updated_at = cast(_GetRow, rows[0])
+            ttl = self.ttl.seconds(owner.scope, key)
+            # the same rule as StateTTL.alive's condition: expired once updated_at <= now - lifetime
+            if ttl is not None and updated_at <= now_ms() - int(ttl * 1000):
+                return None
+            return StateItem(
+                owner=owner,
+                key=found,
+                value=codec.loads(value),
+                version=version,
+                runner_id=runner_id,
+                created_at=created_at,
+                updated_at=updated_at,
+            )
+        stmt = select(STATE).where(STATE.c.owner_hash == owner_hash, STATE.c.key == key)
         alive = self.ttl.alive(now_ms())
         if alive is not None:
             stmt = stmt.where(alive)
