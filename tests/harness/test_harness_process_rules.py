@@ -264,3 +264,45 @@ async def test_a_run_cancelled_while_the_prompt_is_written_leaves_no_cli_behind(
         if pid_alive(pid):  # only when the assertions above failed: do not leave it for the loop's close
             os.kill(pid, signal.SIGKILL)
             await asyncio.wait_for(process.wait(), 60)
+
+
+async def test_a_cancel_as_the_cli_closes_its_stdin_mid_prompt_stays_a_cancellation(tmp_path: Path) -> None:
+    """The CLI closes its stdin while the prompt is blocked on a full pipe, and the run is cancelled in the
+    same turn of the loop: the run ends cancelled and the CLI is reaped. Before, the write's cleanup aborted the
+    already-closed pipe, and asyncio's AttributeError (``'NoneType' object has no attribute '_remove_reader'``)
+    replaced the cancellation (seen in the codex conformance check under load)."""
+    pid_file, close_now = tmp_path / "cli.pid", tmp_path / "close-now"
+    script = (
+        f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
+        f"while not os.path.exists({str(close_now)!r}): time.sleep(0.01)\n"
+        "os.close(0); time.sleep(600)"
+    )
+    process = HarnessProcess(
+        [sys.executable, "-c", script], cwd=tmp_path, env={"PATH": "/usr/bin:/bin"}, stdin=b"x" * (4 << 20)
+    )
+
+    async def enter() -> None:
+        async with process:
+            pytest.fail("the prompt cannot have been written")
+
+    task = asyncio.create_task(enter())
+    while process._proc is None or not pid_file.exists() or not pid_file.read_text():  # noqa: ASYNC110
+        await asyncio.sleep(0.01)
+    pid = int(pid_file.read_text())
+    try:
+        stdin = process._proc.stdin
+        assert stdin is not None
+        close_now.touch()
+        # One loop turn at a time: the cancel lands in the turn the transport starts closing, before the
+        # blocked drain hears of it.
+        while not stdin.transport.is_closing():  # noqa: ASYNC110 - nothing signals it; poll turn by turn
+            await asyncio.sleep(0)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):  # noqa: PT011 - a cancellation has no message
+            await task
+        assert process.returncode is not None and not pid_alive(pid)
+        gc.collect()
+    finally:
+        if pid_alive(pid):
+            os.kill(pid, signal.SIGKILL)
+            await asyncio.wait_for(process.wait(), 60)

@@ -162,7 +162,10 @@ class HarnessProcess:
             pass  # the CLI exited before reading its prompt; its exit status tells why
         except BaseException:
             # Cancelled mid-write: drop the unwritten rest, or closing the pipe waits for the CLI to read it.
-            proc.stdin.transport.abort()
+            # Not when the pipe is already closing (the CLI closed its end as the cancel came): asyncio's abort()
+            # of a pipe transport whose connection_lost already ran raises AttributeError, replacing the cancel.
+            if not proc.stdin.transport.is_closing():
+                proc.stdin.transport.abort()
             raise
         finally:
             proc.stdin.close()
