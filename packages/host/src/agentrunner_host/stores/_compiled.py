@@ -1,13 +1,18 @@
-"""Hot write statements of the SQLite writer thread, executed on the driver's cursor after one compile.
+"""Hot statements of the SQLite writer thread, executed on the driver's cursor after one compile.
 
 On the writer thread SQLAlchemy Core's execute path (execution context, parameter processing per call, result
-set-up, event dispatch) cost about seven times what sqlite3 spends on the same short inserts of a run start or
+set-up, event dispatch) cost about seven times what sqlite3 spends on the same short statements of a run start or
 journal transaction (bench ``http``: ~0.9 ms vs ~0.13 ms per transaction). Statements the stores mark with
-:func:`hot` are therefore compiled once per dialect and set of parameter names by SQLAlchemy itself (same SQL
-text, same bind processors, so the same stored bytes) and then executed with ``cursor.execute`` /
-``executemany``. What such a plan cannot reproduce exactly goes through SQLAlchemy as before: statements not
-marked, ``RETURNING``, expanding ``IN`` parameters, Python-side column defaults, parameter sets with differing
-names.
+:func:`hot` (inserts, updates, deletes, and the selects a run start reads) are therefore compiled once per
+dialect and shape of parameters (their names, and the length of each list an expanding ``IN`` takes) by
+SQLAlchemy itself (same SQL text, same bind and result processors, so the same stored bytes and the same
+values read) and then executed with ``cursor.execute`` / ``executemany``. What such a plan cannot reproduce
+exactly goes through SQLAlchemy as before: statements not marked, ``RETURNING``, Python-side column defaults,
+bind parameters with a callable value or a missing required value, parameter sets with differing names.
+
+Each plan maps every positional parameter of the expanded statement to where its value comes from (a key of
+the caller's parameters, an element of a list, or a literal of the statement): the map is found once by
+expanding the statement over marker objects, so no per-call ``construct_params`` is needed.
 
 Statement listeners (``before_cursor_execute``) of the injected engine still see every statement, and driver
 errors are raised as SQLAlchemy's :class:`~sqlalchemy.exc.DBAPIError` subclasses, as from ``execute``.
@@ -16,41 +21,60 @@ errors are raised as SQLAlchemy's :class:`~sqlalchemy.exc.DBAPIError` subclasses
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar, cast
 
 from sqlalchemy import Connection, Dialect
-from sqlalchemy.exc import DBAPIError
-from sqlalchemy.sql import Delete, Insert, Update
+from sqlalchemy.exc import DBAPIError, MultipleResultsFound, NoResultFound
+from sqlalchemy.sql import Executable, Select
 
 __all__ = ["CompiledWrites", "hot"]
 
-_S = TypeVar("_S", Insert, Update, Delete)
+_S = TypeVar("_S", bound=Executable)
 
 # id -> statement; the statement is kept alive here, so its id is never reused by another object
-_HOT: Final[dict[int, Insert | Update | Delete]] = {}
+_HOT: Final[dict[int, Executable]] = {}
 
 
 def hot(statement: _S) -> _S:
-    """Mark a module-level write *statement* (built once) for the writer thread's compiled path."""
+    """Mark a module-level *statement* (built once) for the writer thread's compiled path."""
     _HOT[id(statement)] = statement
     return statement
+
+
+class _Marker:
+    """Stands for a caller's value while a plan is made: which key, and which element of a list."""
+
+    __slots__ = ("index", "key")
+
+    def __init__(self, key: str, index: int | None) -> None:
+        self.key = key
+        self.index = index
 
 
 @dataclass(frozen=True, slots=True)
 class _Plan:
     sql: str
-    names: tuple[str, ...]
-    processors: tuple[Callable[[Any], Any] | None, ...]
-    construct: Callable[[Mapping[str, Any]], Mapping[str, Any]]
+    sources: tuple[tuple[str | None, int | None, Any, Callable[[Any], Any] | None], ...]
+    """Per positional parameter: the caller's key (``None``: the statement's own value, third), the index in
+    that key's list (``None``: the value itself), and the bind processor."""
+    columns: tuple[str, ...] | None
+    """A select's result keys (``None``: a write)."""
+    loaders: tuple[Callable[[Any], Any] | None, ...]
+    """A select's result processor per column."""
 
     def row(self, parameters: Mapping[str, Any]) -> tuple[Any, ...]:
-        values = self.construct(parameters)
-        return tuple(
-            value if process is None else process(value)
-            for value, process in zip((values[n] for n in self.names), self.processors, strict=True)
-        )
+        out: list[Any] = []
+        for key, index, literal, process in self.sources:
+            if key is None:
+                value = literal
+            else:
+                value = parameters[key]
+                if index is not None:
+                    value = value[index]
+            out.append(value if process is None else process(value))
+        return tuple(out)
 
 
 class _Outcome:
@@ -62,29 +86,74 @@ class _Outcome:
         self.rowcount = rowcount
 
 
+class _Rows:
+    """What callers of a hot select read from its result (the subset of SQLAlchemy's ``Result`` they use):
+    rows as tuples, ``first`` / ``one`` / ``all``, and the ``mappings`` (dicts by column key) and ``scalars``
+    (first column) views, which answer the same."""
+
+    __slots__ = ("_columns", "_rows")
+
+    def __init__(self, rows: Sequence[Any], columns: tuple[str, ...]) -> None:
+        self._rows = rows
+        self._columns = columns
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._rows)
+
+    def all(self) -> list[Any]:
+        return list(self._rows)
+
+    def first(self) -> Any:
+        return self._rows[0] if self._rows else None
+
+    def one(self) -> Any:
+        if not self._rows:
+            raise NoResultFound("No row was found when one was required")
+        if len(self._rows) > 1:
+            raise MultipleResultsFound("Multiple rows were found when exactly one was required")
+        return self._rows[0]
+
+    def scalars(self) -> _Rows:
+        return _Rows([row[0] for row in self._rows], self._columns[:1])
+
+    def mappings(self) -> _Rows:
+        columns = self._columns
+        return _Rows([dict(zip(columns, row, strict=True)) for row in self._rows], columns)
+
+
 _NO_PLAN: Final = object()
 
 
 class CompiledWrites:
     """The compiled plans of one synchronous SQLite connection (use it on that connection's thread only)."""
 
-    __slots__ = ("_dialect", "_hub", "_plans")
+    __slots__ = ("_dialect", "_expanding", "_hub", "_plans")
 
     def __init__(self, dialect: Dialect, *, listeners: Any) -> None:
         self._dialect = dialect
         self._hub = listeners
-        self._plans: dict[tuple[int, tuple[str, ...]], _Plan | object] = {}
+        self._plans: dict[tuple[Any, ...], _Plan | object] = {}
+        self._expanding: dict[int, frozenset[str]] = {}
 
     def execute(self, conn: Connection, statement: Any, parameters: Any = None) -> Any:
         """``conn.execute(statement, parameters)``, on the driver's cursor when *statement* is hot."""
         rows = _parameter_sets(parameters) if id(statement) in _HOT else None
         if not rows:
             return conn.execute(statement, parameters)
-        names = tuple(sorted(rows[0]))
-        plan = self._plan(statement, names)
-        if not isinstance(plan, _Plan) or any(tuple(sorted(r)) != names for r in rows[1:]):
+        first = rows[0]
+        expanding = self._expanding.get(id(statement))
+        if expanding is None:
+            expanding = _expanding_keys(statement, sorted(first), self._dialect)
+            self._expanding[id(statement)] = expanding
+        shape = _shape(first, expanding)
+        if shape is None:
+            return conn.execute(statement, parameters)
+        plan = self._plan(statement, shape, first, expanding)
+        if not isinstance(plan, _Plan) or any(_shape(r, expanding) != shape for r in rows[1:]):
             return conn.execute(statement, parameters)
         many = not isinstance(parameters, Mapping) and parameters is not None
+        if many and plan.columns is not None:  # a select with several parameter sets: SQLAlchemy refuses it
+            return conn.execute(statement, cast(Any, parameters))
         values = [plan.row(r) for r in rows]
         cursor: Any = conn.connection.dbapi_connection.cursor()  # pyright: ignore[reportOptionalMemberAccess]
         try:
@@ -97,22 +166,64 @@ class CompiledWrites:
                     cursor.executemany(plan.sql, values)
                 else:
                     cursor.execute(plan.sql, values[0])
+                fetched = None if plan.columns is None else cursor.fetchall()
             except sqlite3.Error as exc:
                 raise DBAPIError.instance(
                     plan.sql, values, exc, sqlite3.Error, hide_parameters=True, dialect=self._dialect
                 ) from exc
-            return _Outcome(cursor.rowcount)
+            if fetched is None or plan.columns is None:
+                return _Outcome(cursor.rowcount)
+            loaders = plan.loaders
+            if any(loader is not None for loader in loaders):
+                fetched = [
+                    tuple(v if load is None else load(v) for v, load in zip(row, loaders, strict=True))
+                    for row in fetched
+                ]
+            return _Rows(fetched, plan.columns)
         finally:
             cursor.close()
 
-    def _plan(self, statement: Insert | Update | Delete, names: tuple[str, ...]) -> _Plan | object:
-        key = (id(statement), names)
+    def _plan(
+        self, statement: Any, shape: tuple[Any, ...], parameters: Mapping[str, Any], expanding: frozenset[str]
+    ) -> _Plan | object:
+        key = (id(statement), shape)
         plan = self._plans.get(key)
         if plan is not None:
             return plan
-        plan = _compile(statement, names, self._dialect)
+        plan = _compile(statement, parameters, expanding, self._dialect)
         self._plans[key] = plan
         return plan
+
+
+def _expanding_keys(statement: Any, names: list[str], dialect: Dialect) -> frozenset[str]:
+    """The parameter names of *statement*'s expanding binds (``IN`` lists; a write's are in its ``WHERE``,
+    the same whichever columns *names* sets)."""
+    select = isinstance(statement, Select)
+    compiled: Any = (
+        statement.compile(dialect=dialect)
+        if select
+        else statement.compile(dialect=dialect, column_keys=names)
+    )
+    keys: set[str] = set()
+    for name, bind in compiled.binds.items():
+        if bind.expanding:
+            keys.update((name, bind.key))
+    return frozenset(keys)
+
+
+def _shape(parameters: Mapping[str, Any], expanding: frozenset[str]) -> tuple[Any, ...] | None:
+    """What a plan depends on: the parameter names, and the length of each expanding ``IN`` list (``None``:
+    an expanding value that is not a list, left to SQLAlchemy)."""
+    out: list[Any] = []
+    for name in sorted(parameters):
+        if name in expanding:
+            value = parameters[name]
+            if not isinstance(value, list | tuple):
+                return None
+            out.append((name, len(cast(Sequence[Any], value))))
+        else:
+            out.append(name)
+    return tuple(out)
 
 
 def _parameter_sets(parameters: object) -> list[Mapping[str, Any]] | None:
@@ -126,20 +237,51 @@ def _parameter_sets(parameters: object) -> list[Mapping[str, Any]] | None:
     return None
 
 
-def _compile(statement: Insert | Update | Delete, names: tuple[str, ...], dialect: Dialect) -> _Plan | object:
-    if statement.is_dml and getattr(statement, "_returning", ()):  # RETURNING needs SQLAlchemy's result
+def _compile(
+    statement: Any, parameters: Mapping[str, Any], expanding: frozenset[str], dialect: Dialect
+) -> _Plan | object:
+    select = isinstance(statement, Select)
+    if not select and getattr(statement, "_returning", ()):  # RETURNING needs SQLAlchemy's result
         return _NO_PLAN
-    compiled: Any = statement.compile(dialect=dialect, column_keys=list(names))
-    if compiled.insert_prefetch or compiled.update_prefetch:  # Python-side defaults: SQLAlchemy computes them
-        return _NO_PLAN
+    names = sorted(parameters)
+    compiled: Any = (
+        statement.compile(dialect=dialect)
+        if select
+        else statement.compile(dialect=dialect, column_keys=names)
+    )
+    if getattr(compiled, "insert_prefetch", None) or getattr(compiled, "update_prefetch", None):
+        return _NO_PLAN  # Python-side defaults: SQLAlchemy computes them
     binds: Mapping[str, Any] = compiled.binds
-    if any(b.expanding for b in binds.values()) or not compiled.positional:
+    if not compiled.positional or any(b.callable is not None for b in binds.values()):
         return _NO_PLAN
-    order: tuple[str, ...] = tuple(compiled.positiontup or ())
+    markers: dict[str, Any] = {}
+    for name in names:
+        if name in expanding:
+            markers[name] = [_Marker(name, i) for i in range(len(parameters[name]))]
+        else:
+            markers[name] = _Marker(name, None)
+    try:
+        expanded: Any = compiled.construct_expanded_state(markers)
+    except Exception:  # e.g. a required value missing: SQLAlchemy's own execute raises it as it should
+        return _NO_PLAN
     by_name = {compiled.bind_names[b]: b for b in binds.values()}
-    processors = tuple(by_name[n].type.dialect_impl(dialect).bind_processor(dialect) for n in order)
-
-    def construct(parameters: Mapping[str, Any]) -> Mapping[str, Any]:
-        return cast(Mapping[str, Any], compiled.construct_params(parameters))
-
-    return _Plan(compiled.string, order, processors, construct)
+    origin = {e: name for name, group in expanded.parameter_expansion.items() for e in group}
+    sources: list[tuple[str | None, int | None, Any, Callable[[Any], Any] | None]] = []
+    for position in expanded.positiontup or ():
+        bind = by_name.get(origin.get(position, position))
+        if bind is None:
+            return _NO_PLAN
+        process = bind.type.dialect_impl(dialect).bind_processor(dialect)
+        value = expanded.parameters[position]
+        if isinstance(value, _Marker):
+            sources.append((value.key, value.index, None, process))
+        elif isinstance(value, list):  # an expanding parameter SQLAlchemy did not expand
+            return _NO_PLAN
+        else:
+            sources.append((None, None, value, process))
+    if not select:
+        return _Plan(expanded.statement, tuple(sources), None, ())
+    columns = list(statement.selected_columns)
+    loaders = tuple(c.type.dialect_impl(dialect).result_processor(dialect, None) for c in columns)
+    keys = tuple(str(k) for k in statement.selected_columns.keys())  # noqa: SIM118 - iterating yields columns
+    return _Plan(expanded.statement, tuple(sources), keys, loaders)

@@ -16,6 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from agentrunner_host.stores._connections import Database, now_ms
 from agentrunner_host.stores.tables import RunnerControlRow
 
+from ._compiled import hot
 from ._sql import insert_for
 
 __all__ = ["RunnerControl", "RunnerControlStore", "read_control"]
@@ -48,7 +49,7 @@ def _control(m: RowMapping) -> RunnerControl:
     )
 
 
-_CONTROL: Final = select(CONTROLS).where(CONTROLS.c.runner_id == bindparam("runner_id"))
+_CONTROL: Final = hot(select(CONTROLS).where(CONTROLS.c.runner_id == bindparam("runner_id")))
 
 
 async def read_control(conn: AsyncConnection, runner_id: str) -> RunnerControl | None:

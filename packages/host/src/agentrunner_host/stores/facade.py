@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from agentrunner_host.access import ConversationKey, StateOwner
 from agentrunner_host.stores._connections import Database
 
+from ._compiled import hot
 from ._sql import main_line
 from .agents import AgentStore
 from .artifacts import ArtifactStore
@@ -37,17 +38,21 @@ ARTIFACTS_DIR_NAME = "artifacts"
 _CONVERSATION: Final = bindparam("conversation_id", type_=String())
 _THREAD: Final = bindparam("thread_id", type_=String())
 # Built once (a run start reads it): the newest transcript seq and event seq of one thread, one round trip.
-_POSITIONS: Final = select(
-    select(ITEMS.c.seq)
-    .where(ITEMS.c.conversation_id == _CONVERSATION, ITEMS.c.thread_id == _THREAD)
-    .order_by(ITEMS.c.seq.desc())
-    .limit(1)
-    .scalar_subquery(),
-    select(EVENTS.c.seq)
-    .where(EVENTS.c.conversation_id == _CONVERSATION, EVENTS.c.thread_id == _THREAD, EVENTS.c.kind == "event")
-    .order_by(EVENTS.c.seq.desc())
-    .limit(1)
-    .scalar_subquery(),
+_POSITIONS: Final = hot(
+    select(
+        select(ITEMS.c.seq)
+        .where(ITEMS.c.conversation_id == _CONVERSATION, ITEMS.c.thread_id == _THREAD)
+        .order_by(ITEMS.c.seq.desc())
+        .limit(1)
+        .scalar_subquery(),
+        select(EVENTS.c.seq)
+        .where(
+            EVENTS.c.conversation_id == _CONVERSATION, EVENTS.c.thread_id == _THREAD, EVENTS.c.kind == "event"
+        )
+        .order_by(EVENTS.c.seq.desc())
+        .limit(1)
+        .scalar_subquery(),
+    )
 )
 
 

@@ -35,6 +35,7 @@ from agentrunner_host.access import StateOwner
 from agentrunner_host.stores._connections import Database, now_ms
 from agentrunner_host.stores.tables import StateRow
 
+from ._compiled import hot
 from ._loop_reads import PointRead
 from ._sql import canonical, digest, insert_for
 from .errors import InvalidValueError, StateVersionConflict, ValueTooLargeError
@@ -71,7 +72,7 @@ _RANKED: Final = (
     .where(STATE.c.owner_hash.in_(bindparam("owners", expanding=True)))
     .subquery()
 )
-_SNAPSHOT_SIZES: Final = (
+_SNAPSHOT_SIZES: Final = hot(
     select(_RANKED.c.owner_hash, _RANKED.c.key, _RANKED.c.size)
     .where(_RANKED.c.rank <= bindparam("per_scope"))
     .order_by(_RANKED.c.owner_hash, _RANKED.c.key)
@@ -114,8 +115,10 @@ _GET_ON_LOOP: Final = PointRead.of(
 )
 """``get``'s primary-key read on the loop (see :mod:`._loop_reads`); its lifetime rule is applied in Python."""
 
-_SNAPSHOT_VALUES: Final = select(STATE.c.key, STATE.c.value).where(
-    STATE.c.owner_hash == bindparam("owner"), STATE.c.key.in_(bindparam("keys", expanding=True))
+_SNAPSHOT_VALUES: Final = hot(
+    select(STATE.c.key, STATE.c.value).where(
+        STATE.c.owner_hash == bindparam("owner"), STATE.c.key.in_(bindparam("keys", expanding=True))
+    )
 )
 
 

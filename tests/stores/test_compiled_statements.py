@@ -1,0 +1,134 @@
+"""The SQLite writer thread's compiled path (``stores._compiled``) answers exactly what SQLAlchemy's own
+``execute`` answers for the same statement and parameters: rows, mappings, scalars, row counts, stored bytes,
+expanding ``IN`` lists of any length, literals held by the statement, result processors (JSON columns), and
+SQLAlchemy's errors for what it cannot plan."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from agentrunner_host.stores._compiled import CompiledWrites, hot
+from agentrunner_host.stores.tables import JSONText
+from sqlalchemy import (
+    Column,
+    Connection,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    bindparam,
+    create_engine,
+    insert,
+    select,
+)
+from sqlalchemy import update as sql_update
+from sqlalchemy.exc import MultipleResultsFound, NoResultFound, StatementError
+
+META = MetaData()
+ITEMS = Table(
+    "items",
+    META,
+    Column("owner", String(64), primary_key=True),
+    Column("key", String(64), primary_key=True),
+    Column("size", Integer, nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("value", JSONText, nullable=True),
+)
+
+INSERT = hot(insert(ITEMS))
+BY_OWNERS = hot(
+    select(ITEMS.c.owner, ITEMS.c.key, ITEMS.c.size)
+    .where(ITEMS.c.owner.in_(bindparam("owners", expanding=True)), ITEMS.c.status == "live")
+    .order_by(ITEMS.c.owner, ITEMS.c.key)
+)
+VALUES = hot(
+    select(ITEMS.c.key, ITEMS.c.value).where(
+        ITEMS.c.owner == bindparam("owner"), ITEMS.c.key.in_(bindparam("keys", expanding=True))
+    )
+)
+ONE = hot(select(ITEMS).where(ITEMS.c.owner == bindparam("owner"), ITEMS.c.key == bindparam("key")))
+RETIRE = hot(
+    sql_update(ITEMS)
+    .where(ITEMS.c.owner == bindparam("b_owner"), ITEMS.c.status == "live")
+    .values(status=bindparam("b_status"))
+)
+
+
+@pytest.fixture
+def conn() -> Iterator[Connection]:
+    engine = create_engine("sqlite://")
+    META.create_all(engine)
+    with engine.connect() as connection:
+        yield connection
+    engine.dispose()
+
+
+def _writes(conn: Connection, seen: list[str]) -> CompiledWrites:
+    class Hub:
+        @staticmethod
+        def before_cursor_execute(*args: Any) -> None:
+            seen.append(args[2])
+
+    return CompiledWrites(conn.dialect, listeners=Hub())
+
+
+def _fill(conn: Connection, writes: CompiledWrites) -> None:
+    rows = [
+        {
+            "owner": f"o{n % 3}",
+            "key": f"k{n}",
+            "size": n,
+            "status": "live" if n % 4 else "gone",
+            "value": [n, {"n": n}],
+        }
+        for n in range(12)
+    ]
+    outcome = writes.execute(conn, INSERT, rows)
+    assert outcome.rowcount == 12
+
+
+def test_selects_answer_what_sqlalchemy_answers(conn: Connection) -> None:
+    seen: list[str] = []
+    writes = _writes(conn, seen)
+    _fill(conn, writes)
+    for owners in (["o0"], ["o1", "o2"], ["o2", "o0", "o1"], ["none"]):
+        ours = writes.execute(conn, BY_OWNERS, {"owners": owners}).all()
+        theirs = conn.execute(BY_OWNERS, {"owners": owners}).all()
+        assert ours == [tuple(r) for r in theirs]
+    assert any("IN (?, ?, ?)" in sql for sql in seen)  # a plan per list length, executed on the cursor
+    for keys in (["k1"], ["k1", "k5", "k7", "missing"]):
+        ours_values = dict(writes.execute(conn, VALUES, {"owner": "o1", "keys": keys}))
+        assert ours_values == {k: v for k, v in conn.execute(VALUES, {"owner": "o1", "keys": keys})}
+    assert ours_values == {"k1": [1, {"n": 1}], "k7": [7, {"n": 7}]}  # the JSON column's result processor ran
+    mapping = writes.execute(conn, ONE, {"owner": "o1", "key": "k1"}).mappings().first()
+    assert mapping == dict(conn.execute(ONE, {"owner": "o1", "key": "k1"}).mappings().one())
+    assert writes.execute(conn, ONE, {"owner": "o1", "key": "nope"}).mappings().first() is None
+    assert writes.execute(conn, BY_OWNERS, {"owners": ["o1"]}).scalars().all() == ["o1"] * 3
+    with pytest.raises(NoResultFound, match="No row was found"):
+        writes.execute(conn, ONE, {"owner": "o1", "key": "nope"}).one()
+    with pytest.raises(MultipleResultsFound, match="Multiple rows"):
+        writes.execute(conn, BY_OWNERS, {"owners": ["o1"]}).one()
+
+
+def test_writes_store_what_sqlalchemy_stores(conn: Connection) -> None:
+    writes = _writes(conn, [])
+    _fill(conn, writes)
+    stored = conn.exec_driver_sql("SELECT value FROM items WHERE key = 'k7'").scalar_one()
+    assert stored == '[7,{"n":7}]'
+    retired = writes.execute(conn, RETIRE, {"b_owner": "o1", "b_status": "retired"})
+    assert (
+        retired.rowcount == 3
+    )  # k1, k7, k10 were live (k4 was gone): the statement's literal "live" was bound
+    statuses = dict(conn.execute(select(ITEMS.c.key, ITEMS.c.status).where(ITEMS.c.owner == "o1")).all())
+    assert statuses == {"k1": "retired", "k4": "gone", "k7": "retired", "k10": "retired"}
+
+
+def test_what_cannot_be_planned_goes_through_sqlalchemy(conn: Connection) -> None:
+    writes = _writes(conn, [])
+    with pytest.raises(StatementError, match="A value is required for bind parameter 'key'"):
+        writes.execute(conn, ONE, {"owner": "o1"})
+    # not marked hot: SQLAlchemy's own result
+    plain = select(ITEMS.c.key).where(ITEMS.c.owner == "o1")
+    assert writes.execute(conn, plain).all() == []
