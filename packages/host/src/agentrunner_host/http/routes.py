@@ -13,7 +13,7 @@ from agentrunner import AgentInput, DeliveryContext, InvalidRunnerIdError, Runne
 from agentrunner import codec as json
 from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, Response
 
 from agentrunner_host.access import ConversationKey
 from agentrunner_host.admission import ID_PATTERN, check_agent_config, is_valid_id
@@ -61,7 +61,7 @@ from .schemas import (
     TranscriptItemOut,
     TranscriptPage,
 )
-from .sse import SSE_HEADERS, sse_stream
+from .sse import SSE_HEADERS, EventStreamResponse, sse_stream
 
 __all__ = ["ENDPOINTS", "MAX_BODY_BYTES"]
 
@@ -183,11 +183,9 @@ def _item(item: ReplayItem) -> ResultItem:
 
 def _event_stream(
     service: HostService, run_id: str, *, after: int, headers: dict[str, str]
-) -> StreamingResponse:
-    return StreamingResponse(
-        sse_stream(service.follow(run_id, after=after)),
-        media_type="text/event-stream",
-        headers={**SSE_HEADERS, **headers},
+) -> EventStreamResponse:
+    return EventStreamResponse(
+        sse_stream(service.follow(run_id, after=after)), headers={**SSE_HEADERS, **headers}
     )
 
 
