@@ -212,10 +212,13 @@ def _expanding_keys(statement: Any, names: list[str], dialect: Dialect) -> froze
 
 
 def _shape(parameters: Mapping[str, Any], expanding: frozenset[str]) -> tuple[Any, ...] | None:
-    """What a plan depends on: the parameter names, and the length of each expanding ``IN`` list (``None``:
+    """What a plan depends on: the parameter names (in the caller's order: rows built by one function share
+    it, and another order only makes another plan), and the length of each expanding ``IN`` list (``None``:
     an expanding value that is not a list, left to SQLAlchemy)."""
+    if not expanding:
+        return tuple(parameters)
     out: list[Any] = []
-    for name in sorted(parameters):
+    for name in parameters:
         if name in expanding:
             value = parameters[name]
             if not isinstance(value, list | tuple):
@@ -232,7 +235,9 @@ def _parameter_sets(parameters: object) -> list[Mapping[str, Any]] | None:
         return [{}]
     if isinstance(parameters, Mapping):
         return [cast(Mapping[str, Any], parameters)]
-    if isinstance(parameters, list) and all(isinstance(p, Mapping) for p in cast(list[object], parameters)):
+    if isinstance(parameters, list) and all(
+        type(p) is dict or isinstance(p, Mapping) for p in cast(list[object], parameters)
+    ):
         return cast(list[Mapping[str, Any]], parameters)
     return None
 
