@@ -28,6 +28,8 @@ from .errors import error_response
 __all__ = ["RequestGuard", "host_name"]
 
 _WRITE_METHODS: Final = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+_SEEN_HOSTS: Final = 256
+"""``Host`` header values whose answer is remembered."""
 
 
 def host_name(header: str) -> str:
@@ -62,12 +64,21 @@ class RequestGuard:
         self._any_host = "*" in hosts
         self._hosts = frozenset(host_name(h) for h in hosts - {"*"})
         self._origins = frozenset(o for o in (_origin_of(v) for v in allowed_origins) if o is not None)
+        self._seen_hosts: dict[str, bool] = {}
 
     def _host_allowed(self, host: str) -> bool:
         if self._any_host:
             return True
+        known = self._seen_hosts.get(host)
+        if known is not None:
+            return known
         name = host_name(host)
-        return is_loopback_host(name) or name in self._hosts
+        allowed = is_loopback_host(name) or name in self._hosts
+        # the answer depends on the header alone: remembered for the few Host values a server sees (parsing
+        # an address per request cost as much as the rest of the guard); a flood of made-up ones is not kept
+        if len(self._seen_hosts) < _SEEN_HOSTS:
+            self._seen_hosts[host] = allowed
+        return allowed
 
     def _refusal(self, scope: Scope) -> tuple[int, str, str] | None:
         headers: dict[bytes, bytes] = {}
