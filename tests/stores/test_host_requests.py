@@ -4,6 +4,7 @@ untaken, and pruned with the host they were addressed to; runtime attachments co
 from __future__ import annotations
 
 import asyncio
+import time
 
 from agentrunner_host.stores import HostStores
 
@@ -44,3 +45,23 @@ async def test_an_untaken_request_is_withdrawn_and_requests_of_gone_hosts_are_pr
     assert not await requests.has_pending("host_gone") and await requests.has_pending("host_b")
     await requests.detach("tests/echo", "host_b")
     assert await requests.attached("tests/echo") == []
+
+
+async def test_start_requests_older_than_the_cutoff_expire_taken_or_not_and_cancels_stay(
+    stores: HostStores,
+) -> None:
+    """A start whose sender died after its target took (and answered) it is deleted by age, like an untaken
+    one; a newer start and every cancel are kept."""
+    await stores.hosts.register("host_b", machine="m-b", pid=2, lease_ms=LEASE_MS)
+    requests = stores.requests
+    answered = await requests.ask("host_b", "start", body={"event": {}})
+    await requests.take("host_b")
+    await requests.answer(answered, {"run_id": "run_1"})  # the sender is gone: nobody drops it
+    untaken = await requests.ask("host_b", "start", body={"event": {}})
+    await requests.ask("host_b", "cancel", run_id="run_2")
+    now = int(time.time() * 1000)
+    assert await requests.expire_starts(created_before=now - 60_000) == 0  # none is that old
+    assert await requests.expire_starts(created_before=now + 1_000) == 2
+    assert await requests.answer_of(answered) == (False, None)
+    assert await requests.answer_of(untaken) == (False, None)
+    assert [r.kind for r in await requests.take("host_b")] == ["cancel"]

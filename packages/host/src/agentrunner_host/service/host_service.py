@@ -125,6 +125,10 @@ _HANDOFF_CLAIM_SECONDS: Final = 10.0
 """How long a host waits for the host with a plugin's runtime to take an event before it runs it itself."""
 _HANDOFF_ANSWER_SECONDS: Final = 60.0
 """How long a host waits for the answer once the other host took the event."""
+_START_REQUEST_TTL_SECONDS: Final = 2 * (_HANDOFF_CLAIM_SECONDS + _HANDOFF_ANSWER_SECONDS)
+"""Age past which a stored ``start`` request is deleted by the request sweep: its sender waits at most
+``_HANDOFF_ANSWER_SECONDS`` after sending it, so nobody reads its answer any more (a sender that died, or whose
+client went away, never deletes it). Twice that, because ages are read on other hosts' clocks."""
 _AGENTS_POLL_SQLITE: Final = 1.0
 """Seconds between two reads of the definitions' version counter on SQLite (no notifications there)."""
 _AGENTS_POLL_LISTENING: Final = 30.0
@@ -455,9 +459,19 @@ class HostService:
                     pruned_at = loop.time()
                     # requests and attachments of hosts that left or were forgotten: nobody will take them
                     await self.stores.requests.prune()
+                    await self.expire_start_requests()
             except Exception as exc:
                 # the rows stay stored: the next round takes them
                 log.error("could not take the requests stored for this host: %s", exc)
+
+    async def expire_start_requests(self) -> int:
+        """Delete the ``start`` requests older than any sender waits for their answer now (the request watcher
+        does it every ``_REQUESTS_PRUNE_SECONDS``); returns how many."""
+        created_before = int(time.time() * 1000) - int(_START_REQUEST_TTL_SECONDS * 1000)
+        expired = await self.stores.requests.expire_starts(created_before=created_before)
+        if expired:
+            log.info("deleted %d start request(s) whose sender no longer waits for the answer", expired)
+        return expired
 
     async def take_requests(self) -> int:
         """Act on every request stored for this host now (the watcher does it on its own); returns how many."""

@@ -6,7 +6,9 @@ its rows when notified, when its listening connection comes back (notifications 
 and on a periodic poll (the only way on SQLite, where several processes share one file and nothing is
 announced). A ``cancel`` is deleted when taken; a ``start`` is marked claimed, answered (the run id or the
 error) and deleted by its sender once it has read the answer. Rows addressed to hosts that are no longer
-registered are pruned: nobody will ever take them.
+registered are pruned: nobody will ever take them. A ``start`` whose sender died (or stopped waiting) before
+it read the answer would stay while its target lives: starts older than any sender waits are expired
+(:meth:`HostRequestStore.expire_starts`).
 
 The same module records which remote runtimes are attached to which host (``runtime_attachments``), so a
 host without a runtime of a plugin can send the event to one that has it.
@@ -179,6 +181,21 @@ class HostRequestStore:
                 .returning(REQUESTS.c.request_id)
             )
             await conn.execute(delete(ATTACHMENTS).where(ATTACHMENTS.c.host_id.not_in(registered)))
+            return len(gone.all())
+
+        return await self._db.transact(work)
+
+    async def expire_starts(self, *, created_before: int) -> int:
+        """Delete the ``start`` requests stored before *created_before* (epoch ms), taken or not: their sender
+        waits a bounded time for the answer, so one older than that has nobody left to read it. Returns how
+        many were deleted. Cancels are left alone (they end with their run's host, see :meth:`prune`)."""
+
+        async def work(conn: AsyncConnection) -> int:
+            gone = await conn.execute(
+                delete(REQUESTS)
+                .where(REQUESTS.c.kind == "start", REQUESTS.c.created_at < created_before)
+                .returning(REQUESTS.c.request_id)
+            )
             return len(gone.all())
 
         return await self._db.transact(work)
