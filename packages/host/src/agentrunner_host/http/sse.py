@@ -6,9 +6,9 @@ the service's, which already ends every stream by cancelling the live runs.
 :class:`EventStreamResponse` replaces Starlette's ``StreamingResponse`` for event streams. Under uvicorn's
 ASGI spec 2.3 that one runs the body in an anyio task group next to a task listening for the disconnect and
 cancels the group through a cancel scope when the body ends (a task group, a second task, a cancel scope,
-its delivery loop, and a task ``repr`` per response: about a tenth of a streamed echo request's CPU). Here
-the body is sent from the request's own task and one plain asyncio task waits for the disconnect, cancelling
-the request's task only when the client went away first.
+its delivery loop, and a task ``repr`` per response: about 7% of the loop thread's CPU per streamed echo
+request, cProfile on thread time). Here the body is sent from the request's own task and one plain asyncio
+task waits for the disconnect, cancelling the request's task only when the client went away first.
 """
 
 from __future__ import annotations
