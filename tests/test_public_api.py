@@ -480,6 +480,7 @@ _SDK_SUBMODULE_APIS: dict[str, list[str]] = {
     "agentrunner.codec": [
         "JsonObject",
         "JsonValue",
+        "WireObject",
         "dumps",
         "dumps_canonical",
         "dumps_str",

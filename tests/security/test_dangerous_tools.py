@@ -153,7 +153,7 @@ async def _run_with(stores: HostStores, policy: ResourcePolicy) -> tuple[dict[st
     assert kinds[0] == "run.started" and kinds[-1] == "run.completed", kinds
     audit = [r for r in records if r.event_type == "host.backcall"]
     calls = [r for r in audit if r.data["action"] == "tools.call"]
-    assert sorted(r.data["resource"] for r in calls) == sorted(ALL_TOOLS), calls
+    assert sorted(str(r.data["resource"]) for r in calls) == sorted(ALL_TOOLS), calls
     return report, audit
 
 

@@ -55,7 +55,9 @@ async def test_a_run_committed_before_kill_9_survives_and_is_closed_on_restart(t
         replay = await stores.runs.results_after("run-durable", after_host_seq=0, limit=10)
         assert [(r.host_seq, r.type) for r in replay] == [(1, "run.failed")]
         payload = replay[0].payload
-        assert isinstance(payload, dict) and payload["data"]["code"] == HOST_RESTARTED
+        assert isinstance(payload, dict)
+        data = payload["data"]
+        assert isinstance(data, dict) and data["code"] == HOST_RESTARTED
     finally:
         await stores.aclose()
         await engine.dispose()

@@ -12,8 +12,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import time
-from collections.abc import AsyncIterator, Sequence
-from typing import Any, Protocol, TypeVar
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Protocol, TypeVar
 
 from pydantic import BaseModel, JsonValue
 
@@ -38,6 +38,7 @@ from .api_types import (
     ToolCallResult,
     ToolDetail,
 )
+from .codec import JsonObject
 from .errors import DeadlineExceededError, InvalidArgumentError
 from .results import StateScope
 
@@ -49,11 +50,11 @@ _R = TypeVar("_R", bound=BaseModel)
 class APITransport(Protocol):
     """Carries back-calls to the host. Implementations set ``request.caller`` to the plugin's identity."""
 
-    async def call(self, request: BackCallRequest, *, timeout: float | None) -> dict[str, Any]:
+    async def call(self, request: BackCallRequest, *, timeout: float | None) -> JsonObject:
         """Perform one call; return the result as a JSON object or raise an :class:`APIError`."""
         ...
 
-    def stream(self, request: BackCallRequest, *, timeout: float | None) -> AsyncIterator[dict[str, Any]]:
+    def stream(self, request: BackCallRequest, *, timeout: float | None) -> AsyncIterator[JsonObject]:
         """Perform a streaming call; yield each chunk; raise an :class:`APIError` on failure."""
         ...
 
@@ -67,16 +68,16 @@ class _Models(_Namespace):
     async def invoke(
         self,
         model_id: str,
-        messages: Sequence[ChatMessage | dict[str, Any]],
+        messages: Sequence[ChatMessage | Mapping[str, JsonValue]],
         *,
-        tools: list[dict[str, Any]] | None = None,
+        tools: Sequence[Mapping[str, JsonValue]] | None = None,
         extra_args: dict[str, JsonValue] | None = None,
     ) -> ModelResponse:
         """Complete *messages* with a granted model."""
         params = {
             "model_id": model_id,
             "messages": _dump_all(messages),
-            "tools": tools,
+            "tools": _objects(tools),
             "extra_args": extra_args,
         }
         return await self._api.call("models.invoke", params, ModelResponse)
@@ -84,16 +85,16 @@ class _Models(_Namespace):
     def stream(
         self,
         model_id: str,
-        messages: Sequence[ChatMessage | dict[str, Any]],
+        messages: Sequence[ChatMessage | Mapping[str, JsonValue]],
         *,
-        tools: list[dict[str, Any]] | None = None,
+        tools: Sequence[Mapping[str, JsonValue]] | None = None,
         extra_args: dict[str, JsonValue] | None = None,
     ) -> AsyncIterator[ModelStreamChunk]:
         """Stream a completion chunk by chunk."""
         params = {
             "model_id": model_id,
             "messages": _dump_all(messages),
-            "tools": tools,
+            "tools": _objects(tools),
             "extra_args": extra_args,
         }
         return self._api.stream("models.stream", params, ModelStreamChunk)
@@ -102,7 +103,8 @@ class _Models(_Namespace):
         self, model_id: str, query: str, documents: Sequence[str], *, top_k: int | None = None
     ) -> RerankResult:
         """Rank *documents* by relevance to *query*."""
-        params = {"model_id": model_id, "query": query, "documents": list(documents), "top_k": top_k}
+        texts: list[JsonValue] = list(documents)
+        params = {"model_id": model_id, "query": query, "documents": texts, "top_k": top_k}
         return await self._api.call("models.rerank", params, RerankResult)
 
 
@@ -182,7 +184,8 @@ class _Events(_Namespace):
         self, *, before_cursor: str | None = None, limit: int = 50, event_types: list[str] | None = None
     ) -> EventPage:
         """A page of the conversation's event log."""
-        params = {"before_cursor": before_cursor, "limit": limit, "event_types": event_types}
+        types: list[JsonValue] | None = None if event_types is None else list(event_types)
+        params = {"before_cursor": before_cursor, "limit": limit, "event_types": types}
         return await self._api.call("events.page", params, EventPage)
 
 
@@ -344,7 +347,9 @@ class AgentRunAPI:
             raise DeadlineExceededError("the run's deadline has passed")
         return remaining
 
-    def _request(self, action: str, params: dict[str, Any], idempotency_key: str | None) -> BackCallRequest:
+    def _request(
+        self, action: str, params: Mapping[str, JsonValue], idempotency_key: str | None
+    ) -> BackCallRequest:
         spec = ACTIONS.get(action)
         if spec is None:
             raise InvalidArgumentError(f"unknown action {action!r}")
@@ -365,8 +370,8 @@ class AgentRunAPI:
         )
 
     async def call_raw(
-        self, action: str, params: dict[str, Any], *, idempotency_key: str | None = None
-    ) -> dict[str, Any]:
+        self, action: str, params: Mapping[str, JsonValue], *, idempotency_key: str | None = None
+    ) -> JsonObject:
         """Perform *action* and return its JSON result unvalidated (actions outside :data:`ACTIONS` are refused)."""
         request = self._request(action, params, idempotency_key)
         timeout = self._remaining()
@@ -377,13 +382,20 @@ class AgentRunAPI:
             raise DeadlineExceededError(f"{action} did not finish before the run's deadline") from exc
 
     async def call(
-        self, action: str, params: dict[str, Any], result: type[_R], *, idempotency_key: str | None = None
+        self,
+        action: str,
+        params: Mapping[str, JsonValue],
+        result: type[_R],
+        *,
+        idempotency_key: str | None = None,
     ) -> _R:
         """Perform *action* and validate its result as *result*."""
         raw = await self.call_raw(action, params, idempotency_key=idempotency_key)
         return result.model_validate(raw)
 
-    async def stream(self, action: str, params: dict[str, Any], result: type[_R]) -> AsyncIterator[_R]:
+    async def stream(
+        self, action: str, params: Mapping[str, JsonValue], result: type[_R]
+    ) -> AsyncIterator[_R]:
         """Perform a streaming *action*, validating each chunk as *result*.
 
         The deadline is applied to each wait for the next chunk, never around a ``yield``, so the consumer's own
@@ -410,7 +422,12 @@ class AgentRunAPI:
                 await closer()
 
 
-def _dump_all(messages: Sequence[ChatMessage | dict[str, Any]]) -> list[dict[str, Any]]:
+def _dump_all(messages: Sequence[ChatMessage | Mapping[str, JsonValue]]) -> list[JsonValue]:
     return [
-        m.model_dump(mode="json", exclude_none=True) if isinstance(m, ChatMessage) else m for m in messages
+        m.model_dump(mode="json", exclude_none=True) if isinstance(m, ChatMessage) else dict(m)
+        for m in messages
     ]
+
+
+def _objects(items: Sequence[Mapping[str, JsonValue]] | None) -> list[JsonValue] | None:
+    return None if items is None else [dict(item) for item in items]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import orjson
 from pydantic import JsonValue
@@ -11,6 +11,7 @@ from pydantic import JsonValue
 __all__ = [
     "JsonObject",
     "JsonValue",
+    "WireObject",
     "dumps",
     "dumps_canonical",
     "dumps_str",
@@ -22,6 +23,15 @@ __all__ = [
 JsonObject: TypeAlias = dict[str, JsonValue]
 """A JSON object: what results, back-call answers and stored payloads are on the wire. Its values are
 ``JsonValue`` (pydantic's recursive JSON type), so code reading one narrows each value before using it."""
+
+if TYPE_CHECKING:
+    WireObject: TypeAlias = JsonObject
+else:
+    WireObject: TypeAlias = dict[str, Any]
+"""A JSON object held by a protocol model's field: :data:`JsonObject` to the type checker, validated at run
+time only as a ``dict`` with string keys. Its values come from decoded JSON or from typed code (both are JSON
+already), so pydantic's recursive ``JsonValue`` check (about 10x the cost on a result frame) would repeat
+what is known; the field's JSON schema stays ``{"type": "object"}``."""
 
 _OPTIONS = orjson.OPT_NON_STR_KEYS
 

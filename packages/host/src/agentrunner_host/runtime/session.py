@@ -16,9 +16,10 @@ import contextlib
 import itertools
 import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable
-from typing import Any, Final, TypeGuard, cast
+from typing import Final, Literal, TypedDict, TypeGuard, cast
 
 from agentrunner import ACTIONS, AgentRunRequest, APIError, BackCallRequest, ProtocolError
+from agentrunner.codec import JsonObject
 from agentrunner.errors import AgentAPIError
 from agentrunner.wire import (
     DEFAULT_RESULT_WINDOW,
@@ -72,10 +73,20 @@ _RETRYABLE: Final = frozenset({CRASHED, UNRESPONSIVE, RESTARTED})
 _log = logging.getLogger("agentrunner_host.runtime")
 
 
-def _is_result(raw: object) -> TypeGuard[dict[str, Any]]:
+class _ResultWire(TypedDict):
+    """A ``result`` frame as decoded: :class:`~agentrunner.wire.ResultFrame`'s fields, checked one by one by
+    :func:`_is_result` instead of building the model (most frames are results)."""
+
+    kind: Literal["result"]
+    run_id: str
+    sequence: int
+    result: JsonObject
+
+
+def _is_result(raw: object) -> TypeGuard[_ResultWire]:
     if not isinstance(raw, dict):
         return False
-    frame = cast("dict[str, Any]", raw)
+    frame = cast("dict[str, object]", raw)
     sequence = frame.get("sequence")
     return (
         frame.get("kind") == "result"
@@ -243,7 +254,7 @@ class WireSession:
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def list_runners(self, *, timeout: float = 30.0) -> list[dict[str, Any]]:
+    async def list_runners(self, *, timeout: float = 30.0) -> list[JsonObject]:
         """``list_runners``: the runtime's runner manifests, undecoded."""
         reply = await self._request(lambda i: ListRunnersFrame(id=i), timeout=timeout)
         assert isinstance(reply, RunnersFrame)
@@ -408,7 +419,7 @@ class WireSession:
                 code, message = described if isinstance(described, tuple) else (CRASHED, described)
             self.fail(code, message)
 
-    def _on_result(self, run_id: str, sequence: int, result: dict[str, Any]) -> None:
+    def _on_result(self, run_id: str, sequence: int, result: JsonObject) -> None:
         run = self._runs.get(run_id)
         if run is None or run.remote_ended:
             return  # the host already left this run; late results are dropped

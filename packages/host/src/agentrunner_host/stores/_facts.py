@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, TypeVar, cast
+from typing import Final, TypeVar, cast
 
-from sqlalchemy import ColumnElement, Insert, Table, bindparam, func, insert, select
+from sqlalchemy import ColumnElement, Insert, ScalarSelect, Table, bindparam, func, insert, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from agentrunner_host.stores.tables import SequenceCounterRow
@@ -57,7 +57,7 @@ class Written:
     """One stored item per transcript entry, in order (the earlier one for known ids)."""
 
 
-def _next_seq_sqlite(table: Any, *conditions: ColumnElement[bool]) -> Any:
+def _next_seq_sqlite(table: Table, *conditions: ColumnElement[bool]) -> ScalarSelect[int]:
     return select(func.coalesce(func.max(table.c.seq), 0) + 1).where(*conditions).scalar_subquery()
 
 
@@ -179,7 +179,7 @@ async def write_facts(
         await _write_sqlite(conn, fresh_events, fresh_items, now, returning, stored_events, stored_items)
     else:
         first = await _reserve_pg(conn, fresh_events, fresh_items)
-        event_rows: list[dict[str, Any]] = []
+        event_rows: list[dict[str, object]] = []
         for entry in fresh_events:
             seq = None
             if entry.conversation_id is not None:
@@ -189,7 +189,7 @@ async def write_facts(
             row = event_row(entry, seq=seq, now=now)
             event_rows.append(row)
             stored_events[entry.event_id] = event_from_row(row)
-        item_rows: list[dict[str, Any]] = []
+        item_rows: list[dict[str, object]] = []
         for entry in fresh_items:
             line = ("transcript", entry.conversation.conversation_id, main_line(entry.conversation.thread_id))
             seq = first[line]
@@ -243,7 +243,7 @@ async def _write_sqlite(
             stored_items[entry.item_id] = item_from_row({**row, "seq": seq})
     else:
         if numbered:
-            rows: list[dict[str, Any]] = []
+            rows: list[dict[str, object]] = []
             for entry in numbered:
                 row = event_row(entry, seq=None, now=now)
                 del row["seq"]
@@ -251,7 +251,7 @@ async def _write_sqlite(
                 rows.append(row)
             await conn.execute(_SQLITE_EVENT_INSERT, rows)
         if items:
-            item_rows: list[dict[str, Any]] = []
+            item_rows: list[dict[str, object]] = []
             for entry in items:
                 row = item_row(entry, seq=0, now=now)
                 del row["seq"]
@@ -262,5 +262,5 @@ async def _write_sqlite(
     if loose:
         loose_rows = [event_row(entry, seq=None, now=now) for entry in loose]
         await conn.execute(_INSERT_EVENTS, loose_rows)
-        for row in loose_rows:
-            stored_events[row["event_id"]] = event_from_row(row)
+        for entry, row in zip(loose, loose_rows, strict=True):
+            stored_events[entry.event_id] = event_from_row(row)

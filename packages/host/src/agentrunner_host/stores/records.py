@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, cast
 
+from agentrunner.codec import JsonObject
 from sqlalchemy import Table
 
 from agentrunner_host.access import ConversationKey
@@ -98,7 +99,7 @@ class EventEntry:
     """Related runner."""
     summary: str | None = None
     """Short text; cut to :data:`MAX_SUMMARY_CHARS`."""
-    data: dict[str, Any] = field(default_factory=dict[str, Any])
+    data: JsonObject = field(default_factory=JsonObject)
     """Small JSON data (the caller caps it)."""
     event_time: int | None = None
     """When it happened, Unix epoch milliseconds."""
@@ -144,11 +145,11 @@ class TranscriptEntry:
     """Producing run."""
     content: str | None = None
     """Plain text."""
-    contents: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
+    contents: list[JsonObject] = field(default_factory=list[JsonObject])
     """Content elements as JSON (binary parts only as artifact refs, never inline base64)."""
-    artifacts: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
+    artifacts: list[JsonObject] = field(default_factory=list[JsonObject])
     """Artifact refs as JSON."""
-    metadata: dict[str, Any] = field(default_factory=dict[str, Any])
+    metadata: JsonObject = field(default_factory=JsonObject)
     """Extra data."""
     created_at: int | None = None
     """Unix epoch milliseconds (``None``: when stored)."""
@@ -170,7 +171,7 @@ def _summary(text: str | None) -> str | None:
     return text[: MAX_SUMMARY_CHARS - 1] + "…"
 
 
-def event_row(entry: EventEntry, *, seq: int | None, now: int) -> dict[str, Any]:
+def event_row(entry: EventEntry, *, seq: int | None, now: int) -> dict[str, object]:
     """The ``events`` row of *entry* (summary cut, thread stored as ``""`` for the main line)."""
     row = {name: getattr(entry, name) for name in _EVENT_FIELDS}
     row["thread_id"] = main_line(entry.thread_id)
@@ -222,7 +223,7 @@ def check_contents(entry: TranscriptEntry) -> None:
             raise InvalidValueError(f"transcript item {entry.item_id}: data: URL; store an artifact")
 
 
-def item_row(entry: TranscriptEntry, *, seq: int, now: int) -> dict[str, Any]:
+def item_row(entry: TranscriptEntry, *, seq: int, now: int) -> dict[str, object]:
     """The ``transcript_items`` row of *entry* (raises :class:`InvalidValueError` for inline binary)."""
     check_contents(entry)
     return {

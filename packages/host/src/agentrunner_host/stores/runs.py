@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Generic, Literal, TypeVar, cast
+from typing import Final, Generic, Literal, TypeVar, cast
 
+from agentrunner.codec import JsonObject
 from agentrunner.results import RunFailedData, RunFailedResult
 from sqlalchemy import ColumnElement, RowMapping, Table, bindparam, func, insert, select, update
 from sqlalchemy.exc import DBAPIError, IntegrityError
@@ -77,7 +78,7 @@ class RunStart:
     """Triggering event."""
     conversation: ConversationKey | None
     """Conversation, when the event has one."""
-    snapshot: dict[str, Any]
+    snapshot: JsonObject
     """Frozen authorization snapshot (JSON)."""
     snapshot_hash: str
     """Its hash."""
@@ -127,7 +128,7 @@ class ResultRecord:
     """The runner's own ``sequence``."""
     type: str
     """Result type."""
-    payload: dict[str, Any] | bytes
+    payload: JsonObject | bytes
     """Result payload: JSON, or (when writing) its orjson encoding, stored as is. Read back as JSON."""
     created_at: int
     """Unix epoch milliseconds."""
@@ -153,7 +154,7 @@ class RunFinish:
     """Assistant (and tool) transcript items."""
     events: list[EventEntry] = field(default_factory=list[EventEntry])
     """Host records (``run.completed`` / ``run.failed``, back-call audit, warnings)."""
-    usage: dict[str, Any] = field(default_factory=dict[str, Any])
+    usage: JsonObject = field(default_factory=JsonObject)
     """Usage totals."""
 
 
@@ -179,7 +180,7 @@ class RunRecord:
     """Failure code."""
     message: str | None
     """Failure message."""
-    snapshot: dict[str, Any]
+    snapshot: JsonObject
     """Frozen authorization snapshot."""
     snapshot_hash: str
     """Its hash."""
@@ -189,7 +190,7 @@ class RunRecord:
     """Start, Unix epoch milliseconds."""
     ended_at: int | None
     """End, Unix epoch milliseconds."""
-    usage: dict[str, Any]
+    usage: JsonObject
     """Usage totals."""
     owner_host: str | None = None
     """The host incarnation executing it (``None``: started without the host registry)."""
@@ -232,7 +233,7 @@ def _result_from_row(m: RowMapping) -> ResultRecord:
     )
 
 
-def _run_row(start: RunStart, owner_host: str | None) -> dict[str, Any]:
+def _run_row(start: RunStart, owner_host: str | None) -> dict[str, object]:
     conversation = start.conversation
     return {
         "run_id": start.run_id,
@@ -271,7 +272,7 @@ _FINISH: Final = hot(
 )
 
 
-def _finish_params(finish: RunFinish) -> dict[str, Any]:
+def _finish_params(finish: RunFinish) -> dict[str, object]:
     return {
         "b_run_id": finish.run_id,
         "b_status": finish.status,
@@ -282,7 +283,7 @@ def _finish_params(finish: RunFinish) -> dict[str, Any]:
     }
 
 
-def _finish_row(finish: RunFinish) -> dict[str, Any]:
+def _finish_row(finish: RunFinish) -> dict[str, object]:
     return {
         "run_id": finish.run_id,
         "status": finish.status,
@@ -298,7 +299,7 @@ def _triggers_of(starts: Sequence[RunStart]) -> list[EventEntry]:
     return [s.event for s in starts if s.event is not None]
 
 
-def _result_row(result: ResultRecord) -> dict[str, Any]:
+def _result_row(result: ResultRecord) -> dict[str, object]:
     return {
         "run_id": result.run_id,
         "host_seq": result.host_seq,
@@ -568,7 +569,7 @@ class RunStore:
                 .group_by(RESULTS.c.run_id)
             )
             last_seqs: dict[str, int] = {run_id: int(seq) for run_id, seq in last_rows}
-            results: list[dict[str, Any]] = []
+            results: list[dict[str, object]] = []
             events: list[EventEntry] = []
             for run in runs:
                 host_seq = int(last_seqs.get(run.run_id) or 0) + 1

@@ -16,9 +16,10 @@ FTS5 table on SQLite and the ``ix_transcript_items_fts`` GIN index on PostgreSQL
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
 from agentrunner import codec
+from agentrunner.codec import JsonObject, JsonValue
 from sqlalchemy import (
     BigInteger,
     Dialect,
@@ -72,30 +73,30 @@ PG_RESULTS_CHANNEL: Final = "agentrunner_results"
 migrations) announces ``<run_id> <last host_seq>`` for every run an insert touched, delivered at commit."""
 
 
-class JSONText(TypeDecorator[Any]):
+class JSONText(TypeDecorator[JsonValue]):
     """A JSON value stored as orjson-encoded text; ``bytes`` are taken as a value already encoded (JSON has
     no bytes, so nothing else is ambiguous): results are encoded once on their way to the database."""
 
     impl = Text
     cache_ok = True
 
-    def process_bind_param(self, value: Any, dialect: Dialect) -> str | None:
+    def process_bind_param(self, value: JsonValue | bytes, dialect: Dialect) -> str | None:
         if value is None:
             return None
         if isinstance(value, bytes):
             return value.decode()
         return codec.dumps_str(value)
 
-    def process_result_value(self, value: Any, dialect: Dialect) -> Any:
+    def process_result_value(self, value: str | None, dialect: Dialect) -> JsonValue:
         return None if value is None else codec.loads(value)
 
-    def result_processor(self, dialect: Dialect, coltype: object) -> _ResultProcessorType[Any]:
+    def result_processor(self, dialect: Dialect, coltype: object) -> _ResultProcessorType[JsonValue]:
         # the plain function instead of TypeDecorator's layered wrapper: three JSON columns per transcript
         # row are decoded on every page read (the Text impl has no processor of its own on either engine)
         return _load_json
 
 
-def _load_json(value: Any) -> Any:
+def _load_json(value: str | None) -> JsonValue:
     return None if value is None else codec.loads(value)
 
 
@@ -185,7 +186,7 @@ class EventRow(Base):
     """Related runner."""
     summary: Mapped[str | None] = mapped_column(Text)
     """Short text (at most 1000 characters)."""
-    data: Mapped[Any] = mapped_column(JSONText)
+    data: Mapped[JsonObject] = mapped_column(JSONText)
     """Small structured data."""
     event_time: Mapped[int | None] = mapped_column(BigInteger)
     """When the platform says it happened."""
@@ -221,11 +222,11 @@ class TranscriptRow(Base):
     """Producing run."""
     content: Mapped[str | None] = mapped_column(Text)
     """Plain text."""
-    contents: Mapped[Any] = mapped_column(JSONText)
+    contents: Mapped[list[JsonValue]] = mapped_column(JSONText)
     """Structured content elements (binary parts only as artifact refs)."""
-    artifacts: Mapped[Any] = mapped_column(JSONText)
+    artifacts: Mapped[list[JsonValue]] = mapped_column(JSONText)
     """Attached artifact refs."""
-    meta: Mapped[Any] = mapped_column("metadata", JSONText)
+    meta: Mapped[JsonObject] = mapped_column("metadata", JSONText)
     """Extra data."""
     created_at: Mapped[int] = mapped_column(BigInteger)
     """Unix epoch milliseconds."""
@@ -258,7 +259,7 @@ class RunRow(Base):
     """Failure code."""
     message: Mapped[str | None] = mapped_column(Text)
     """Failure message."""
-    snapshot: Mapped[Any] = mapped_column(JSONText)
+    snapshot: Mapped[JsonObject] = mapped_column(JSONText)
     """Frozen authorization snapshot."""
     snapshot_hash: Mapped[str] = mapped_column(String(128))
     """Its hash."""
@@ -268,7 +269,7 @@ class RunRow(Base):
     """Start."""
     ended_at: Mapped[int | None] = mapped_column(BigInteger)
     """End."""
-    usage: Mapped[Any] = mapped_column(JSONText)
+    usage: Mapped[JsonObject] = mapped_column(JSONText)
     """Usage totals."""
     owner_host: Mapped[str | None] = mapped_column(String(64), index=True)
     """The host incarnation executing the run (``hosts.host_id``); ``NULL`` for runs started without one."""
@@ -289,7 +290,7 @@ class ResultRow(Base):
     """The runner's own ``sequence``."""
     type: Mapped[str] = mapped_column(String(100))
     """Result type."""
-    payload: Mapped[Any] = mapped_column(JSONText)
+    payload: Mapped[JsonObject] = mapped_column(JSONText)
     """Result payload."""
     created_at: Mapped[int] = mapped_column(BigInteger)
     """Unix epoch milliseconds."""
@@ -326,7 +327,7 @@ class ArtifactRow(Base):
     """Owning binding."""
     workspace_id: Mapped[str | None] = mapped_column(String(255))
     """Owning workspace."""
-    meta: Mapped[Any] = mapped_column("metadata", JSONText)
+    meta: Mapped[JsonObject] = mapped_column("metadata", JSONText)
     """Descriptive metadata."""
     created_at: Mapped[int] = mapped_column(BigInteger)
     """Unix epoch milliseconds."""
@@ -393,7 +394,7 @@ class IdempotencyRow(Base):
     """Idempotency key."""
     scope: Mapped[str] = mapped_column(Text)
     """Canonical JSON array of the scope parts."""
-    result: Mapped[Any] = mapped_column(JSONText)
+    result: Mapped[JsonObject] = mapped_column(JSONText)
     """The first answer."""
     created_at: Mapped[int] = mapped_column(BigInteger, index=True)
     """Unix epoch milliseconds."""
@@ -414,7 +415,7 @@ class RunnerControlRow(Base):
     """Unix epoch milliseconds."""
 
 
-def include_name(name: str | None, type_: str, _parent_names: Any) -> bool:
+def include_name(name: str | None, type_: str, _parent_names: object) -> bool:
     """Alembic filter: ignore the engine-specific search structures that only the migrations create."""
     if name is None:
         return True
@@ -432,7 +433,7 @@ class AgentDefinitionRow(Base):
 
     agent_id: Mapped[str] = mapped_column(String(255), primary_key=True)
     """Agent id."""
-    definition: Mapped[Any] = mapped_column(JSONText)
+    definition: Mapped[JsonObject] = mapped_column(JSONText)
     """The agent as defined (``AgentConfig`` JSON, env references kept)."""
     updated_at: Mapped[int] = mapped_column(BigInteger)
     """Unix epoch milliseconds of the last change."""
@@ -445,7 +446,7 @@ class BindingDefinitionRow(Base):
 
     binding_id: Mapped[str] = mapped_column(String(255), primary_key=True)
     """Binding id."""
-    definition: Mapped[Any] = mapped_column(JSONText)
+    definition: Mapped[JsonObject] = mapped_column(JSONText)
     """The binding spec as defined (``BindingSpec`` JSON)."""
     updated_at: Mapped[int] = mapped_column(BigInteger)
     """Unix epoch milliseconds of the last change."""
@@ -496,13 +497,13 @@ class HostRequestRow(Base):
     """``cancel`` (a run the target executes) or ``start`` (an event for a runtime attached to the target)."""
     run_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
     """The run to cancel."""
-    body: Mapped[Any] = mapped_column(JSONText, nullable=True)
+    body: Mapped[JsonObject | None] = mapped_column(JSONText, nullable=True)
     """What a ``start`` needs (the event and the agent id)."""
     created_at: Mapped[int] = mapped_column(BigInteger)
     """Unix epoch milliseconds."""
     claimed_at: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     """When the target took a ``start`` request (a claimed one is no longer withdrawn by its sender)."""
-    answer: Mapped[Any] = mapped_column(JSONText, nullable=True)
+    answer: Mapped[JsonObject | None] = mapped_column(JSONText, nullable=True)
     """The target's answer to a ``start`` (the run id, or the error)."""
 
 

@@ -12,11 +12,12 @@ never breaks the connection.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Final, Literal, TypeAlias
+from typing import Annotated, Final, Literal, TypeAlias
 
 from pydantic import Field, TypeAdapter
 
 from agentrunner._base import ProtocolModel
+from agentrunner.codec import WireObject
 from agentrunner.errors import AgentAPIError
 from agentrunner.version import PROTOCOL_VERSION
 
@@ -138,7 +139,7 @@ class RunnersFrame(ProtocolModel):
     """Discriminator."""
     id: int
     """The request's id."""
-    runners: list[dict[str, Any]] = []
+    runners: list[WireObject] = []
     """One ``AgentRunnerManifest`` object per runner (the host validates each on its own)."""
 
 
@@ -152,7 +153,7 @@ class RunFrame(ProtocolModel):
     """Discriminator."""
     run_id: str = Field(min_length=1)
     """The run (equal to ``request.context.run_id``); every frame of the run carries it."""
-    request: dict[str, Any]
+    request: WireObject
     """An ``AgentRunRequest`` object."""
     window: int = Field(default=DEFAULT_RESULT_WINDOW, ge=1)
     """Initial result credit: results the runtime may send before the host grants more with ``credit``."""
@@ -167,7 +168,7 @@ class ResultFrame(ProtocolModel):
     """The run."""
     sequence: int = Field(ge=1)
     """The result's per-run sequence (1-based, strictly increasing); equal to ``result.sequence``."""
-    result: dict[str, Any]
+    result: WireObject
     """An ``AgentRunResult`` object."""
 
 
@@ -225,7 +226,7 @@ class CallFrame(ProtocolModel):
     """Discriminator."""
     id: int
     """Correlation id chosen by the runtime."""
-    request: dict[str, Any]
+    request: WireObject
     """A ``BackCallRequest`` object without ``caller``: the host stamps the connection's identity."""
     stream: bool = False
     """A streaming action (``models.stream``, ``artifacts.open_stream``): answered by ``chunk`` frames and
@@ -241,7 +242,7 @@ class CallResultFrame(ProtocolModel):
     """Discriminator."""
     id: int
     """The call's id."""
-    result: dict[str, Any]
+    result: WireObject
     """The action's result object."""
 
 
@@ -263,7 +264,7 @@ class ChunkFrame(ProtocolModel):
     """Discriminator."""
     id: int
     """The call's id."""
-    chunk: dict[str, Any]
+    chunk: WireObject
     """One result object of the action (``ModelStreamChunk``, ``ArtifactChunk``)."""
 
 

@@ -12,13 +12,14 @@ import itertools
 import logging
 import os
 from collections.abc import AsyncIterator, Sequence
-from typing import Any, Final
+from typing import Final
 
 from pydantic import BaseModel, ValidationError
 
 from agentrunner import codec
 from agentrunner.actions import BackCallRequest
 from agentrunner.api import AgentRunAPI
+from agentrunner.codec import JsonObject
 from agentrunner.context import AgentRunRequest
 from agentrunner.errors import AgentAPIError, APIError, PayloadTooLargeError, ProtocolError, RuntimeAPIError
 from agentrunner.runner import AgentRunner
@@ -82,22 +83,22 @@ class WireAPITransport:
     def __init__(self, runtime: PluginRuntime, *, stream_window: int = DEFAULT_STREAM_WINDOW) -> None:
         self._runtime = runtime
         self._ids = itertools.count(1)
-        self._calls: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        self._calls: dict[int, asyncio.Future[JsonObject]] = {}
         self._streams: dict[int, asyncio.Queue[object]] = {}
         self.stream_window = stream_window
 
     @staticmethod
-    def _wire_request(request: BackCallRequest) -> dict[str, Any]:
+    def _wire_request(request: BackCallRequest) -> JsonObject:
         return request.model_dump(mode="json", exclude={"caller"}, exclude_none=True)
 
-    async def call(self, request: BackCallRequest, *, timeout: float | None) -> dict[str, Any]:
+    async def call(self, request: BackCallRequest, *, timeout: float | None) -> JsonObject:
         """Send a ``call`` frame and wait for its ``call_result`` / ``call_error``.
 
         *timeout* is enforced by :class:`~agentrunner.AgentRunAPI` around this call; when it cancels us the host
         is told with ``call_cancel``.
         """
         call_id = next(self._ids)
-        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[JsonObject] = asyncio.get_running_loop().create_future()
         self._calls[call_id] = future
         try:
             await self._runtime.send(CallFrame(id=call_id, request=self._wire_request(request)))
@@ -109,9 +110,7 @@ class WireAPITransport:
         finally:
             self._calls.pop(call_id, None)
 
-    async def stream(
-        self, request: BackCallRequest, *, timeout: float | None
-    ) -> AsyncIterator[dict[str, Any]]:
+    async def stream(self, request: BackCallRequest, *, timeout: float | None) -> AsyncIterator[JsonObject]:
         """Send a streaming ``call`` and yield its ``chunk`` frames, granting credit as they are consumed."""
         call_id = next(self._ids)
         queue: asyncio.Queue[object] = asyncio.Queue()
@@ -233,7 +232,7 @@ class PluginRuntime:
             )
         await self._channel.send(data)
 
-    async def _send_result(self, run_id: str, sequence: int, payload: dict[str, Any]) -> None:
+    async def _send_result(self, run_id: str, sequence: int, payload: JsonObject) -> None:
         # The hot path: a ResultFrame's fields encoded directly (the model would only copy them), written with
         # the rest of the runner's burst (``send_batched``).
         if self._channel is None or self._closing:
@@ -327,7 +326,7 @@ class PluginRuntime:
     def _resolve(self, request: AgentRunRequest) -> AgentRunner | None:
         return self._runners.get(request.runner_id) or self._by_name.get(request.runner_name)
 
-    async def _run(self, run_id: str, raw_request: dict[str, Any], slot: _RunSlot) -> None:
+    async def _run(self, run_id: str, raw_request: JsonObject, slot: _RunSlot) -> None:
         error: RunEndError | None = None
         try:
             try:
@@ -407,7 +406,7 @@ class PluginRuntime:
             await self._channel.aclose()
 
 
-async def _throw_cancel(stream: AsyncIterator[Any]) -> None:
+async def _throw_cancel(stream: AsyncIterator[object]) -> None:
     athrow = getattr(stream, "athrow", None)
     if athrow is None:
         return
@@ -419,11 +418,11 @@ async def _throw_cancel(stream: AsyncIterator[Any]) -> None:
         _log.debug("runner raised while being cancelled", exc_info=True)
 
 
-def _dump_result(result: object, run_id: str) -> dict[str, Any]:
+def _dump_result(result: object, run_id: str) -> JsonObject:
     if isinstance(result, BaseModel):
         return result.model_dump(mode="json")
     if isinstance(result, dict):
-        payload: dict[str, Any] = dict(result)  # pyright: ignore[reportUnknownArgumentType]
+        payload: JsonObject = dict(result)  # pyright: ignore[reportUnknownArgumentType]
         payload.setdefault("run_id", run_id)
         # Validated models refuse NaN themselves; a raw dict is checked here, before orjson writes it as null.
         where = codec.non_finite_path(payload)
