@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import httpx
@@ -10,6 +11,7 @@ from agentrunner_host.config import ConfigFileError
 from agentrunner_host.http import ENDPOINTS
 from agentrunner_host.http.markdown import render_current
 from agentrunner_host.service import HostService
+from agentrunner_host.stores import AuditEntry
 from sqlalchemy import text
 
 from .conftest import TOKEN, SettingsFactory, client_for
@@ -71,6 +73,18 @@ async def test_the_openapi_document_describes_every_route_with_resolvable_schema
     submit = document["paths"]["/v1/events"]["post"]
     assert "text/event-stream" in submit["responses"]["200"]["content"]
     assert "security" not in submit
+
+
+async def test_an_audit_entry_is_the_stores_audit_entry_in_the_document(client: httpx.AsyncClient) -> None:
+    """One declaration of an audit record: the page's entries are the stores' ``AuditEntry``, every field."""
+    schemas = (await client.get("/openapi.json")).json()["components"]["schemas"]
+    entries = schemas["AuditPageOut"]["properties"]["entries"]
+    assert entries["items"] == {"$ref": "#/components/schemas/AuditEntry"}
+    entry = schemas["AuditEntry"]
+    assert list(entry["properties"]) == [f.name for f in dataclasses.fields(AuditEntry)]
+    assert entry["additionalProperties"] is False
+    assert entry["properties"]["risk"]["description"].startswith("Danger classes")
+    assert "AuditEntryOut" not in schemas
 
 
 async def test_a_secured_openapi_document_declares_the_bearer_scheme(service: HostService) -> None:

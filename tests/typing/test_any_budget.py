@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # Measured 2026-12-02 (the count of `count_any` per package); lower these as the count goes down.
 BUDGET = {
     "packages/sdk/src": 54,
-    "packages/host/src": 263,
+    "packages/host/src": 253,
     "packages/conformance/src": 55,
     "packages/mcp-bridge/src": 47,
 }

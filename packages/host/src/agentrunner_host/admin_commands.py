@@ -142,7 +142,7 @@ def _epoch_ms(value: str | None, flag: str) -> int | None:
     return int(moment.timestamp() * 1000)
 
 
-def _entry_json(entry: AuditEntry) -> dict[str, Any]:
+def _entry_json(entry: AuditEntry) -> dict[str, object]:
     return {name: getattr(entry, name) for name in entry.__dataclass_fields__}
 
 
@@ -195,7 +195,7 @@ def run_audit(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
     return 0
 
 
-def view_json(view: RunnerView) -> dict[str, Any]:
+def view_json(view: RunnerView) -> dict[str, object]:
     """A runner's admin view as JSON (``runners list --json`` / ``runners show``)."""
     d = view.descriptor
     m = d.manifest

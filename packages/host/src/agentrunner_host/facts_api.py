@@ -21,7 +21,7 @@ import binascii
 import hashlib
 import hmac
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from agentrunner import (
     ArtifactChunk,
@@ -120,7 +120,7 @@ class CursorCodec:
         # BLAKE2b takes keys of up to 64 bytes; a longer secret is condensed first
         self._key = key if len(key) <= 64 else hashlib.blake2b(key).digest()
 
-    def _context(self, api: str, binding: tuple[str, ...]) -> Any:
+    def _context(self, api: str, binding: tuple[str, ...]) -> hashlib.blake2b:
         # keyed BLAKE2b is a MAC by design (no HMAC construction) and a C call; the context part of the
         # input is hashed once and copied for every cursor of a page
         return hashlib.blake2b(codec.dumps([api, list(binding)]), key=self._key, digest_size=_MAC_BYTES)
@@ -239,7 +239,7 @@ class PullAPI:
         return position
 
     @staticmethod
-    def _item_dict(item: Mapping[Any, Any], cursor: str, *, include_artifacts: bool) -> dict[str, Any]:
+    def _item_dict(item: Mapping[Any, Any], cursor: str, *, include_artifacts: bool) -> dict[str, object]:
         # from a stored row (or a stored item's fields) straight to the wire shape; the page validates all
         # items in one pydantic call
         return {
@@ -619,9 +619,12 @@ class PullAPI:
         )
 
 
-def _string_list(value: Any, name: str) -> list[str] | None:
+def _string_list(value: object, name: str) -> list[str] | None:
     if value is None:
         return None
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):  # pyright: ignore[reportUnknownVariableType]
+    if not isinstance(value, list):
         raise InvalidArgumentError(f"filters.{name} must be a list of strings")
-    return list(value)  # pyright: ignore[reportUnknownArgumentType]
+    strings = [v for v in cast("list[object]", value) if isinstance(v, str)]
+    if len(strings) != len(cast("list[object]", value)):
+        raise InvalidArgumentError(f"filters.{name} must be a list of strings")
+    return strings

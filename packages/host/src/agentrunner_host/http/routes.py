@@ -25,7 +25,6 @@ from agentrunner_host.service.binding_check import check_binding
 from agentrunner_host.service.runner_views import RunnerView
 from agentrunner_host.stores import (
     MAX_AUDIT_PAGE,
-    AuditEntry,
     AuditFilter,
     RunnerControl,
     StoredTranscriptItem,
@@ -36,7 +35,6 @@ from .openapi import Endpoint, Param
 from .schemas import (
     AgentList,
     AgentOut,
-    AuditEntryOut,
     AuditPageOut,
     BindingCheckOut,
     BindingList,
@@ -409,26 +407,6 @@ def _epoch_query(request: Request, name: str) -> int | None:
     return int(raw)
 
 
-def _audit_out(entry: AuditEntry) -> AuditEntryOut:
-    return AuditEntryOut(
-        seq=entry.seq,
-        run_id=entry.run_id,
-        runner_id=entry.runner_id,
-        plugin_id=entry.plugin_id,
-        binding_id=entry.binding_id,
-        caller=entry.caller,
-        action=entry.action,
-        resource=entry.resource,
-        scope=entry.scope,
-        decision=entry.decision,
-        latency_ms=entry.latency_ms,
-        at=entry.at,
-        risk=entry.risk,
-        detail=entry.detail,
-        error=entry.error,
-    )
-
-
 async def get_audit(request: Request) -> Response:
     """``GET /v1/audit``."""
     service = _service(request)
@@ -464,7 +442,7 @@ async def get_audit(request: Request) -> Response:
     )
     return _json(
         AuditPageOut(
-            entries=[_audit_out(e) for e in page.entries],
+            entries=page.entries,
             next_cursor=None if page.next_cursor is None else str(page.next_cursor),
         )
     )

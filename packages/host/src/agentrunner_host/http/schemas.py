@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from agentrunner import ActorContext, AgentInput, SubjectContext
+from agentrunner.codec import WireObject
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 
 from agentrunner_host.admission import Identifier
@@ -12,6 +13,7 @@ from agentrunner_host.config import BindingSpec
 from agentrunner_host.config.model import EVENT_TYPE_PATTERN
 from agentrunner_host.definitions import AgentConfig
 from agentrunner_host.service import RunView
+from agentrunner_host.stores import AuditEntry
 
 __all__ = [
     "AgentList",
@@ -253,11 +255,11 @@ class RunnerOut(_Body):
     """Display name by locale."""
     description: dict[str, str] | None = None
     """Description by locale."""
-    capabilities: dict[str, Any]
+    capabilities: WireObject
     """Declared capabilities."""
-    permissions: dict[str, Any]
+    permissions: WireObject
     """Declared permissions."""
-    config_schema: list[dict[str, Any]]
+    config_schema: list[WireObject]
     """The runner's config form (fields marked ``secret`` are redacted wherever a config is shown)."""
     protocol_version: str = ""
     """The protocol version its manifest declares."""
@@ -307,39 +309,9 @@ class BindingCheckOut(_Body):
     event handles it."""
 
 
-class AuditEntryOut(_Body):
-    """One back-call, allowed or refused, or one tool a harness CLI used (action ``harness.tool``)."""
-
-    seq: int
-    """Position in the event log."""
-    run_id: str | None
-    """Run."""
-    runner_id: str | None
-    """Runner of the run."""
-    plugin_id: str | None
-    """Plugin of the run."""
-    binding_id: str | None
-    """Binding of the run."""
-    caller: str | None
-    """Identity the call came from."""
-    action: str
-    """Action (``models.invoke``, ``state.get``...)."""
-    resource: str | None
-    """Resource it named."""
-    scope: str | None
-    """Conversation scope."""
-    decision: str
-    """``allowed`` or the refusal code."""
-    latency_ms: float | None
-    """Host time spent on it."""
-    at: int
-    """When it was made, Unix epoch milliseconds."""
-    risk: list[str] = []
-    """Danger classes of the tool it called (``shell``, ``file_write``, ``network``, ``destructive``)."""
-    detail: str | None = None
-    """What a harness tool (action ``harness.tool``) did: its command, file or URL."""
-    error: str | None = None
-    """A harness tool's failure code (``tool.error``, ``tool.unfinished``); absent when it succeeded."""
+AuditEntryOut = AuditEntry
+"""One back-call, allowed or refused: the stores' :class:`~agentrunner_host.stores.AuditEntry` itself (the
+OpenAPI component ``AuditEntry``), so the API, ``audit`` on the CLI and the console read one declaration."""
 
 
 class AuditPageOut(_Body):
@@ -396,9 +368,9 @@ class TranscriptItemOut(_Body):
     """``message``, ``event``, ``tool_call``, ``tool_result``."""
     content: str | None = None
     """Plain text."""
-    contents: list[dict[str, Any]] = []
+    contents: list[WireObject] = []
     """Content parts."""
-    artifacts: list[dict[str, Any]] = []
+    artifacts: list[WireObject] = []
     """Artifact references."""
     run_id: str | None = None
     """Producing run."""

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal
 from typing import cast as type_cast
 
+from pydantic import ConfigDict, with_config
 from sqlalchemy import ColumnElement, RowMapping, and_, cast, func, select
 from sqlalchemy.dialects.postgresql import JSONB
 
@@ -50,9 +51,12 @@ class AuditFilter:
     """Calls made before this instant (Unix epoch milliseconds)."""
 
 
+# ``GET /v1/audit`` answers these as they are (the OpenAPI component ``AuditEntry``): the config gives the
+# component its field descriptions from the attribute docstrings and refuses unknown keys, as the HTTP bodies do.
+@with_config(ConfigDict(extra="forbid", use_attribute_docstrings=True))
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AuditEntry:
-    """One back-call as stored."""
+    """One back-call, allowed or refused, as stored."""
 
     seq: int
     """Position in the event log (the paging cursor)."""
