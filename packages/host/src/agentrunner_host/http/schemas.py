@@ -310,7 +310,7 @@ class BindingCheckOut(_Body):
 
 
 AuditEntryOut = AuditEntry
-"""One back-call, allowed or refused: the stores' :class:`~agentrunner_host.stores.AuditEntry` itself (the
+"""One audit record: the stores' :class:`~agentrunner_host.stores.AuditEntry` itself (the
 OpenAPI component ``AuditEntry``), so the API, ``audit`` on the CLI and the console read one declaration."""
 
 

@@ -56,7 +56,7 @@ class AuditFilter:
 @with_config(ConfigDict(extra="forbid", use_attribute_docstrings=True))
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AuditEntry:
-    """One back-call, allowed or refused, as stored."""
+    """One back-call, allowed or refused, or one tool a harness CLI used (action ``harness.tool``), as stored."""
 
     seq: int
     """Position in the event log (the paging cursor)."""
