@@ -1,5 +1,7 @@
-"""Real ``agentrunner serve`` processes for the multi-host tests: started on free loopback ports with their
-own data directory and configuration, on one database, and killed when the test is done."""
+"""Real ``agentrunner serve`` processes for the multi-host tests: started with ``--port 0`` (the kernel picks
+a free loopback port while binding it, and ``serve`` writes it to its data directory: no port is picked here
+and released for the child to race for), with their own data directory and configuration, on one database,
+and killed when the test is done."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
+from agentrunner_host.cli import HTTP_PORT_FILE
 from agentrunner_host.stores.engine import create_engine
 from sqlalchemy import text
 
@@ -39,9 +42,20 @@ class ServeProcess:
     """One ``agentrunner serve`` child."""
 
     name: str
-    base: str
     process: subprocess.Popen[bytes]
     log: Path
+    port_file: Path
+    """Where ``serve`` writes the port it bound (``--port 0``)."""
+
+    @property
+    def port(self) -> int:
+        """The HTTP port the child listens on (it has written it: call :func:`until_ready` first)."""
+        return int(self.port_file.read_text(encoding="utf-8"))
+
+    @property
+    def base(self) -> str:
+        """The child's API URL."""
+        return f"http://127.0.0.1:{self.port}"
 
     def client(self) -> httpx.Client:
         """An HTTP client of its API."""
@@ -52,14 +66,13 @@ class ServeProcess:
 def serve_process(
     home: Path, name: str, database_url: str, config: str, *, env: Mapping[str, str] | None = None
 ) -> Generator[ServeProcess]:
-    """``agentrunner serve`` with the TOML *config* as a child process on a free loopback port."""
-    port = free_port()
+    """``agentrunner serve`` with the TOML *config* as a child process on a loopback port it binds itself."""
     child_env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTRUNNER_")}
     child_env.update(env or {})
     child_env["AGENTRUNNER_DATABASE_URL"] = database_url
     config_path = home / f"{name}.toml"
     config_path.write_text(config, encoding="utf-8")
-    args = [sys.executable, "-m", "agentrunner_host.cli", "serve", "--port", str(port)]
+    args = [sys.executable, "-m", "agentrunner_host.cli", "serve", "--port", "0"]
     args += ["--data-dir", str(home / name), "--config", str(config_path)]
     log = home / f"{name}.log"
     with log.open("ab") as log_file:
@@ -67,7 +80,7 @@ def serve_process(
             args, stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT, env=child_env
         )
     try:
-        yield ServeProcess(name, f"http://127.0.0.1:{port}", process, log)
+        yield ServeProcess(name, process, log, home / name / HTTP_PORT_FILE)
     finally:
         if process.poll() is None:
             process.kill()
@@ -80,9 +93,9 @@ def until_ready(host: ServeProcess) -> None:
     while True:
         assert host.process.poll() is None, f"serve {host.name} exited early:\n{host.log.read_text()}"
         try:
-            if httpx.get(f"{host.base}/readyz", timeout=2).status_code == 200:
+            if host.port_file.exists() and httpx.get(f"{host.base}/readyz", timeout=2).status_code == 200:
                 return
-        except httpx.TransportError:
+        except (httpx.TransportError, ValueError):  # ValueError: not listening yet (no port file)
             pass
         assert time.monotonic() < deadline, f"serve {host.name} did not become ready:\n{host.log.read_text()}"
         time.sleep(0.1)

@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 from agentrunner import codec as json
-from agentrunner_host.cli import EXIT_OK, cli
+from agentrunner_host.cli import EXIT_OK, HTTP_PORT_FILE, cli
 from httpx_sse import connect_sse
 
 pytestmark = pytest.mark.slow
@@ -32,9 +32,10 @@ def _free_port() -> int:
 
 @contextmanager
 def serving(data_dir: Path, log: Path) -> Generator[str]:
-    """Start ``python -m agentrunner_host.cli serve`` and yield its base URL; stop it with SIGTERM and check it
-    exits 0 (no orphan is left even when the test fails)."""
-    port = _free_port()
+    """Start ``python -m agentrunner_host.cli serve --port 0`` and yield its base URL (the port it bound, read
+    from the port file it writes in its data directory); stop it with SIGTERM and check it exits 0 and removed
+    the port file (no orphan is left even when the test fails)."""
+    port_file = data_dir / HTTP_PORT_FILE
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTRUNNER_")}
     with log.open("ab") as log_file:
         process = subprocess.Popen(
@@ -44,7 +45,7 @@ def serving(data_dir: Path, log: Path) -> Generator[str]:
                 "agentrunner_host.cli",
                 "serve",
                 "--port",
-                str(port),
+                "0",
                 "--data-dir",
                 str(data_dir),
             ],
@@ -53,21 +54,22 @@ def serving(data_dir: Path, log: Path) -> Generator[str]:
             stderr=subprocess.STDOUT,
             env=env,
         )
-    base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + _START_TIMEOUT
         while True:
             assert process.poll() is None, f"serve exited early:\n{log.read_text()}"
             try:
+                base = f"http://127.0.0.1:{int(port_file.read_text(encoding='utf-8'))}"
                 if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
                     break
-            except httpx.TransportError:
+            except (OSError, ValueError, httpx.TransportError):  # no port file yet: not listening yet
                 pass
             assert time.monotonic() < deadline, f"serve did not become ready:\n{log.read_text()}"
             time.sleep(0.1)
         yield base
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=20) == 0, log.read_text()
+        assert not port_file.exists()  # a stopped serve leaves no port to be mistaken for a live one
     finally:
         if process.poll() is None:
             process.kill()
@@ -102,3 +104,15 @@ def test_serve_streams_results_keeps_the_transcript_and_survives_a_restart(tmp_p
         replay = client.get(f"/v1/runs/{run_id}/results").json()
         assert [r["type"] for r in replay["results"]] == [e.event for e in events]
     assert "Traceback" not in log.read_text()
+
+
+def test_serve_with_port_0_binds_a_port_of_its_own_and_reports_it(tmp_path: Path) -> None:
+    """``--port 0``: the kernel picks the port while ``serve`` binds it (nothing to race for), and ``serve``
+    says which on stdout and in ``<data-dir>/http.port``; both name the port that answers."""
+    data_dir = tmp_path / "data"
+    log = tmp_path / "serve.log"
+    with serving(data_dir, log) as base:
+        port = int((data_dir / HTTP_PORT_FILE).read_text(encoding="utf-8"))
+        assert port != 0 and base == f"http://127.0.0.1:{port}"
+        assert f"agentrunner serve: listening on http://127.0.0.1:{port}\n" in log.read_text()
+        assert httpx.get(f"{base}/healthz", timeout=30).status_code == 200

@@ -54,11 +54,13 @@ from agentrunner_host.config import (
 from agentrunner_host.definitions import AgentConfig, AgentEventEnvelope, BindingScope
 from agentrunner_host.errors import HostError
 
-__all__ = ["EXIT_FAILURE", "EXIT_OK", "EXIT_USAGE", "build_parser", "cli", "cli_exit"]
+__all__ = ["EXIT_FAILURE", "EXIT_OK", "EXIT_USAGE", "HTTP_PORT_FILE", "build_parser", "cli", "cli_exit"]
 
 EXIT_OK: Final = 0
 EXIT_FAILURE: Final = 1
 EXIT_USAGE: Final = 2
+HTTP_PORT_FILE: Final = "http.port"
+"""File in the data directory holding the port ``serve`` listens on, while it does (useful with ``--port 0``)."""
 
 log = logging.getLogger("agentrunner.cli")
 
@@ -104,7 +106,11 @@ def build_parser() -> argparse.ArgumentParser:
         "serve", parents=[common], help="run migrations, start the host and its HTTP API"
     )
     serve.add_argument("--host", help="bind address (default 127.0.0.1; anything else needs an API token)")
-    serve.add_argument("--port", type=int, help="port (default 8420)")
+    serve.add_argument(
+        "--port",
+        type=int,
+        help=f"port (default 8420; 0: one the kernel picks, printed and written to <data-dir>/{HTTP_PORT_FILE})",
+    )
 
     chat = commands.add_parser("chat", parents=[common], help="chat with an agent in the terminal")
     chat.add_argument("--message", "-m", help="send one message, print the answer and exit")
@@ -345,16 +351,33 @@ def _cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
     from agentrunner_host.http import serve
     from agentrunner_host.service import HostService
 
+    port_file = settings.data_dir / HTTP_PORT_FILE
+    port_file.unlink(missing_ok=True)  # a previous serve's port must not be read as this one's
+
+    def listening(port: int) -> None:
+        # --port 0 binds a port the kernel picks: say which, on stdout and in the data directory (written
+        # whole, then renamed, so a reader never sees half a number)
+        partial = port_file.with_suffix(".tmp")
+        partial.write_text(f"{port}\n", encoding="utf-8")
+        partial.replace(port_file)
+        host = settings.http_host
+        shown = f"[{host}]" if ":" in host else host
+        print(f"agentrunner serve: listening on http://{shown}:{port}", file=out, flush=True)
+
     async def main() -> None:
         async with HostService.open(settings) as service:
-            await serve(
-                service,
-                host=settings.http_host,
-                port=settings.http_port,
-                api_token=settings.api_token,
-                log_level=settings.log_level,
-                graceful_shutdown_seconds=settings.config.http.graceful_shutdown_seconds,
-            )
+            try:
+                await serve(
+                    service,
+                    host=settings.http_host,
+                    port=settings.http_port,
+                    api_token=settings.api_token,
+                    log_level=settings.log_level,
+                    graceful_shutdown_seconds=settings.config.http.graceful_shutdown_seconds,
+                    on_listening=listening,
+                )
+            finally:
+                port_file.unlink(missing_ok=True)
 
     try:
         asyncio.run(main())

@@ -12,6 +12,7 @@ import contextlib
 import logging
 import resource
 import signal
+import socket
 import threading
 from collections.abc import Callable, Generator
 from typing import Final, cast
@@ -112,9 +113,24 @@ def guarded_protocol(header_timeout: float) -> type[asyncio.Protocol]:
 
 
 class _Server(uvicorn.Server):
-    def __init__(self, config: uvicorn.Config, *, on_exit: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        config: uvicorn.Config,
+        *,
+        on_exit: Callable[[], None],
+        on_listening: Callable[[int], None] | None = None,
+    ) -> None:
         super().__init__(config)
         self._on_exit = on_exit
+        self._on_listening = on_listening
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.should_exit or self._on_listening is None or not self.servers:
+            return
+        # The bound port, not the configured one: with port 0 the kernel chose it while binding.
+        bound: tuple[str, int] = self.servers[0].sockets[0].getsockname()[:2]
+        self._on_listening(int(bound[1]))
 
     def handle_exit(self, sig: int, frame: object) -> None:
         if not self.should_exit:
@@ -175,11 +191,14 @@ async def serve(
     log_level: str = "info",
     graceful_shutdown_seconds: float = 5.0,
     http: HttpConfig | None = None,
+    on_listening: Callable[[int], None] | None = None,
 ) -> None:
     """Serve the API until a signal arrives (or the server fails to start: ``SystemExit`` from uvicorn).
 
     *http* (default: the service's ``[http]`` settings) gives the request guard's allowlists and the
-    connection limits: request-head and keep-alive timeouts, and the most concurrent connections."""
+    connection limits: request-head and keep-alive timeouts, and the most concurrent connections.
+    *on_listening* is called with the bound port once the server listens (with *port* 0, the one the
+    kernel chose)."""
     limits = http or service.settings.config.http
     app = create_app(
         service,
@@ -204,7 +223,7 @@ async def serve(
         tasks.add(task)
         task.add_done_callback(tasks.discard)
 
-    server = _Server(config, on_exit=begin_shutdown)
+    server = _Server(config, on_exit=begin_shutdown, on_listening=on_listening)
     await server.serve()
     if tasks:
         await asyncio.gather(*tasks, return_exceptions=True)
