@@ -213,10 +213,14 @@ class Browser:
             page.wait_for_url(self.server.base + path)
         except Exception as exc:
             # Seen once under load (not understood yet): say where the page was and what the login form said.
+            # Also what the browser asked for last (did the POST /login and the page's GET leave?) and what
+            # the server logged, so one occurrence in CI is enough to tell a slow page from a lost request.
             error = page.locator("#login-error")
             said = error.inner_text() if error.count() and error.is_visible() else "nothing"
+            log = self.server.log.read_text(encoding="utf-8", errors="replace")[-4000:]
             raise AssertionError(
-                f"sign-in did not reach {path}: the page is at {page.url}, the form said {said}"
+                f"sign-in did not reach {path}: the page is at {page.url}, the form said {said}; the last"
+                f" requests: {self.requests[-12:]}; serve's log ends:\n{log}"
             ) from exc
 
     def foreign_requests(self) -> list[str]:

@@ -26,7 +26,9 @@ from agentrunner import codec as json
 from httpx_sse import connect_sse
 from mcp_fake_model_apis import serve_fake_anthropic, serve_fake_openai
 
-pytestmark = pytest.mark.slow
+# A real serve, a real CLI and the bridge per test: 35-67 s each at load 15 on 2 cores, and more than the
+# default 120 s once the serve process is measured by coverage (patch = ["subprocess"]), so a generous bound.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 CLAUDE = os.environ.get("AGENTRUNNER_CLAUDE_BIN")
 CODEX = os.environ.get("AGENTRUNNER_CODEX_BIN")
