@@ -16,7 +16,7 @@ from agentrunner_host.access import ConversationKey, StateOwner
 from agentrunner_host.definitions import StatePolicy
 from agentrunner_host.errors import DuplicateEventError, RunnerNotFoundError
 from agentrunner_host.host import Host
-from agentrunner_host.stores import HostStores
+from agentrunner_host.stores import AuditFilter, HostStores
 from agentrunner_host.stores.engine import create_engine, default_sqlite_url, upgrade
 
 from .fakes import PLUGIN, FakeScriptedRunner, binding, echo_script, event, scripted
@@ -334,3 +334,48 @@ async def test_large_event_data_goes_to_an_artifact_behind_raw_ref(stores: HostS
     stored = await stores.artifacts.read_range(record, 0, record.size)
     assert json.loads(stored) == big
     await host.aclose()
+
+
+async def test_a_live_runs_stored_audit_records_leave_its_memory(stores: HostStores) -> None:
+    """Once the live audit writer stored a run's back-call records, the run no longer holds them (a run
+    making calls for minutes keeps one flush's worth, not all); the run's end then stores only the rest, so
+    the audit has each call exactly once, in call order."""
+    stored = asyncio.Event()
+    go_on = asyncio.Event()
+
+    async def script(ctx: AgentRunContext, api: AgentRunAPI) -> AsyncIterator[Any]:
+        out = AgentRunner.emitter(ctx)
+        yield out.delta("working")  # the run's start is stored before its records can be
+        for n in range(300):
+            await api.state.get("conversation", f"k{n}")
+        stored.set()
+        await go_on.wait()
+        await api.state.get("conversation", "last")
+        yield out.message("done")
+        yield out.complete()
+
+    host = host_with(stores, scripted(script))
+    run = asyncio.create_task(_drain(host.orchestrator.run(event(), binding())))
+    await asyncio.wait_for(stored.wait(), 120)
+    (run_id,) = host.dispatcher.live_run_ids()
+
+    async def records() -> list[str]:
+        page = await stores.audit.page(AuditFilter(run_id=run_id), order="asc", limit=500)
+        return [entry.resource or "" for entry in page.entries]
+
+    deadline = asyncio.get_running_loop().time() + 120
+    while len(await records()) < 300:
+        assert asyncio.get_running_loop().time() < deadline, "the live audit writer stored nothing"
+        await asyncio.sleep(0.05)
+    live = host.dispatcher.live_run(run_id)
+    assert live is not None
+    assert live.audit == []
+    go_on.set()
+    await asyncio.wait_for(run, 120)
+    assert await records() == [f"k{n}" for n in range(300)] + ["last"]
+    await host.aclose()
+
+
+async def _drain(results: AsyncIterator[Any]) -> None:
+    async for _ in results:
+        pass

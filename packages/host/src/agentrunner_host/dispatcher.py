@@ -129,7 +129,8 @@ class LiveRun:
     call_token: str = field(default_factory=lambda: secrets.token_urlsafe(32), repr=False)
     """The run's call credential: every back-call must present it (a run id alone is not a credential)."""
     audit: list[AuditRecord] = field(default_factory=list[AuditRecord])
-    """Every back-call of the run, in call order."""
+    """The run's back-calls not yet known to be stored, in call order (the live audit writer drops the ones it
+    stored)."""
     audit_stored: int = 0
     """How many of ``audit`` are stored already (written while the run was live)."""
     notify: Callable[[], None] | None = field(default=None, repr=False)
@@ -178,6 +179,14 @@ class BackCallDispatcher:
         while len(self._ended) > _ENDED_MEMORY:
             self._ended.popitem(last=False)
         return live
+
+    def live_run_ids(self) -> list[str]:
+        """The ids of the live runs."""
+        return list(self._live)
+
+    def live_run(self, run_id: str) -> LiveRun | None:
+        """The registered run *run_id*, while it is live."""
+        return self._live.get(run_id)
 
     def is_live(self, run_id: str) -> bool:
         """Whether the run accepts back-calls."""

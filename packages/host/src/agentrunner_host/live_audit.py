@@ -7,7 +7,8 @@ every run's pending records in one transaction, a short ``delay`` after the firs
 within it has its records written with its end instead, so short runs cost no extra write. The end of a run
 first :meth:`~LiveAuditWriter.settle`\\ s it: it waits for a write of that run in flight, and the end then stores
 whatever is left (``live.audit[live.audit_stored:]``), so every record is stored exactly once and in call
-order. A write that fails leaves its records to the next write or to the run's end.
+order. Stored records are dropped from ``live.audit`` (memory per run is bounded by one flush's calls, not by
+the run's total). A write that fails leaves its records to the next write or to the run's end.
 """
 
 from __future__ import annotations
@@ -93,7 +94,10 @@ class LiveAuditWriter:
             log.warning("audit records of %d live run(s) could not be stored yet", len(runs), exc_info=True)
         else:
             for live, end in ends:
-                live.audit_stored = max(live.audit_stored, end)
+                # Stored records leave the run's memory: a run making back-calls for minutes (the default
+                # rate allows 200/s) holds only those of the last flush, not all of them until it ends.
+                del live.audit[: max(live.audit_stored, end)]
+                live.audit_stored = 0
         finally:
             self._writing -= runs
             async with self._written:
