@@ -38,6 +38,17 @@ def test_ci_runs_exactly_the_readme_test_command() -> None:
     assert lines[marker + 1].strip() == readme_commands()[1]
 
 
+def test_ci_measures_coverage_and_its_floor_on_that_same_run() -> None:
+    """The floor is on the whole suite (the README's command itself, through PYTEST_ADDOPTS), not a subset;
+    no other pytest line in .ci/run measures coverage."""
+    lines, marker = _ci_test_step()
+    options = re.fullmatch(r'export PYTEST_ADDOPTS="(.*)"', lines[marker - 1].strip())
+    assert options is not None, "the line before the test step sets PYTEST_ADDOPTS"
+    assert "--cov" in options.group(1).split() and "--cov-fail-under=" in options.group(1)
+    assert lines[marker + 2].strip() == "unset PYTEST_ADDOPTS"
+    assert sum("--cov-fail-under" in line for line in lines) == 1
+
+
 def test_the_suite_runs_in_random_order_by_default() -> None:
     """pytest-randomly is a dev dependency and nothing in the pytest configuration turns it off, so the
     README's test command (and CI's) shuffles the order with a printed seed."""
