@@ -14,16 +14,11 @@ from pathlib import Path
 
 import httpx
 import pytest
+from agentrunner_host.cli import HTTP_PORT_FILE
 
 pytestmark = pytest.mark.slow
 
 _TIMEOUT = 120.0  # a hang guard on a loaded machine, far below the 600 s the server would otherwise wait
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _wait_for(condition: str, check: Callable[[], bool], log: Path, process: subprocess.Popen[bytes]) -> None:
@@ -43,10 +38,10 @@ def test_a_second_sigint_forces_the_exit_while_a_connection_keeps_the_first_one_
         "[http]\ngraceful_shutdown_seconds = 600\nbody_timeout_seconds = 600\n", encoding="utf-8"
     )
     log = tmp_path / "serve.log"
-    port = _free_port()
+    port_file = tmp_path / "data" / HTTP_PORT_FILE
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTRUNNER_")}
     command = [sys.executable, "-m", "agentrunner_host.cli", "serve", "--config", str(config)]
-    command += ["--data-dir", str(tmp_path / "data"), "--port", str(port)]
+    command += ["--data-dir", str(tmp_path / "data"), "--port", "0"]  # the port is read from the port file
     with log.open("ab") as out:
         process = subprocess.Popen(
             command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env
@@ -55,12 +50,13 @@ def test_a_second_sigint_forces_the_exit_while_a_connection_keeps_the_first_one_
 
         def ready() -> bool:
             try:
+                port = int(port_file.read_text(encoding="utf-8"))
                 return httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200
-            except httpx.TransportError:
+            except (OSError, ValueError, httpx.TransportError):  # no port file yet: not listening yet
                 return False
 
         _wait_for("readiness", ready, log, process)
-        with socket.create_connection(("127.0.0.1", port)) as sock:
+        with socket.create_connection(("127.0.0.1", int(port_file.read_text(encoding="utf-8")))) as sock:
             # A complete request head and one byte of a 100-byte body: the request stays in flight.
             sock.sendall(
                 b"POST /v1/events HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
