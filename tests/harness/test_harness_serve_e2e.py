@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,6 +22,7 @@ from typing import Any
 import httpx
 import pytest
 from agentrunner import codec as json
+from agentrunner_host.cli import HTTP_PORT_FILE
 from httpx_sse import connect_sse
 from mcp_fake_model_apis import serve_fake_anthropic, serve_fake_openai
 
@@ -41,15 +41,9 @@ _START_TIMEOUT = 90.0
 _FAKE_KEY_ENV = "FAKE_MODEL_API_KEY"
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @contextmanager
 def _serving(config: Path, data_dir: Path, log: Path) -> Generator[str]:
-    port = _free_port()
+    port_file = data_dir / HTTP_PORT_FILE  # --port 0: serve binds a port of its own and writes it here
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTRUNNER_")}
     env[_FAKE_KEY_ENV] = "sk-fake-model-key"
     with log.open("ab") as log_file:
@@ -62,7 +56,7 @@ def _serving(config: Path, data_dir: Path, log: Path) -> Generator[str]:
                 "--config",
                 str(config),
                 "--port",
-                str(port),
+                "0",
                 "--data-dir",
                 str(data_dir),
             ],
@@ -71,15 +65,15 @@ def _serving(config: Path, data_dir: Path, log: Path) -> Generator[str]:
             stderr=subprocess.STDOUT,
             env=env,
         )
-    base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + _START_TIMEOUT
         while True:
             assert process.poll() is None, f"serve exited early:\n{log.read_text()}"
             try:
+                base = f"http://127.0.0.1:{int(port_file.read_text(encoding='utf-8'))}"
                 if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
                     break
-            except httpx.TransportError:
+            except (OSError, ValueError, httpx.TransportError):  # no port file yet: not listening yet
                 pass
             assert time.monotonic() < deadline, f"serve did not become ready:\n{log.read_text()}"
             time.sleep(0.1)
