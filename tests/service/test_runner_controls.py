@@ -28,7 +28,7 @@ from agentrunner import (
 )
 from agentrunner import codec as json
 from agentrunner_host.access import ConversationKey
-from agentrunner_host.cli import EXIT_FAILURE, EXIT_OK, cli
+from agentrunner_host.cli import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, cli
 from agentrunner_host.config import ECHO_RUNNER_ID
 from agentrunner_host.definitions import AgentConfig, AgentEventEnvelope
 from agentrunner_host.errors import RunnerDisabledError
@@ -366,8 +366,10 @@ async def test_agentrunner_audit_prints_the_calls_with_filters(
     assert [e["action"] for e in json.loads(out)["entries"]] == ["storage.set"]
     code, out = await _cli("audit", "--since", "2000-01-01T00:00:00Z", "--json", "--data-dir", data)
     assert len(json.loads(out)["entries"]) == 3
-    code, _ = await _cli("audit", "--since", "2000-01-01T00:00:00", "--data-dir", data)
-    assert code == EXIT_FAILURE  # a time without a zone is ambiguous
+    # a time without a zone is ambiguous, and a malformed one is a usage error like any bad option
+    for bad in ("2000-01-01T00:00:00", "yesterday"):
+        code, _ = await _cli("audit", "--since", bad, "--data-dir", data)
+        assert code == EXIT_USAGE, bad
 
 
 async def test_a_binding_is_checked_before_it_is_saved(client: httpx.AsyncClient) -> None:

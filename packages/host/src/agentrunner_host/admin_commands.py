@@ -62,8 +62,15 @@ def add_audit_command(commands: Any, common: argparse.ArgumentParser) -> None:
     audit.add_argument("--plugin", help="only runs of this plugin (author/name)")
     audit.add_argument("--action", help="only this action (models.invoke, state.get...)")
     audit.add_argument("--outcome", help="allowed, denied (every refusal) or one refusal code")
-    audit.add_argument("--since", help="calls at or after: ISO 8601 time or Unix epoch milliseconds")
-    audit.add_argument("--until", help="calls before: ISO 8601 time or Unix epoch milliseconds")
+    # parsed by argparse itself so a malformed time is a usage error (exit 2) like any other bad option
+    audit.add_argument(
+        "--since",
+        type=_epoch_ms,
+        help="calls at or after: ISO 8601 time with a zone, or Unix epoch milliseconds",
+    )
+    audit.add_argument(
+        "--until", type=_epoch_ms, help="calls before: ISO 8601 time with a zone, or Unix epoch milliseconds"
+    )
     audit.add_argument("--limit", type=int, default=50, help="page size (default 50)")
     audit.add_argument("--cursor", help="next_cursor printed by the previous page")
     audit.add_argument("--order", choices=["asc", "desc"], default="desc", help="desc: newest first")
@@ -128,17 +135,16 @@ def run_runner_control(args: argparse.Namespace, settings: Settings, out: TextIO
     return 0
 
 
-def _epoch_ms(value: str | None, flag: str) -> int | None:
-    if value is None:
-        return None
+def _epoch_ms(value: str) -> int:
+    """``--since`` / ``--until``: Unix epoch milliseconds, or an ISO 8601 time that names its zone."""
     if value.isdigit():
         return int(value)
     try:
         moment = datetime.fromisoformat(value)
     except ValueError:
-        raise AdminCommandError(f"{flag}: give an ISO 8601 time or Unix epoch milliseconds") from None
+        raise argparse.ArgumentTypeError("give an ISO 8601 time or Unix epoch milliseconds") from None
     if moment.tzinfo is None:
-        raise AdminCommandError(f"{flag}: give the time zone (e.g. 2026-12-01T10:00:00Z)")
+        raise argparse.ArgumentTypeError("give the time zone (e.g. 2026-12-01T10:00:00Z)")
     return int(moment.timestamp() * 1000)
 
 
@@ -170,8 +176,8 @@ def run_audit(args: argparse.Namespace, settings: Settings, out: TextIO) -> int:
         plugin_id=args.plugin,
         action=args.action,
         outcome=args.outcome,
-        since=_epoch_ms(args.since, "--since"),
-        until=_epoch_ms(args.until, "--until"),
+        since=args.since,
+        until=args.until,
     )
     cursor = None if args.cursor is None else int(args.cursor)
     page = _with_stores(
