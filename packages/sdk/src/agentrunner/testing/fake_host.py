@@ -41,6 +41,7 @@ from agentrunner.api_types import (
     StorageListPage,
     StorageValue,
 )
+from agentrunner.codec import JsonObject
 from agentrunner.context import AgentRunContext
 from agentrunner.errors import (
     APIError,
@@ -211,7 +212,7 @@ class FakeHost:
 
     # -- APITransport ----------------------------------------------------------------------------------------
 
-    async def call(self, request: BackCallRequest, *, timeout: float | None) -> dict[str, Any]:
+    async def call(self, request: BackCallRequest, *, timeout: float | None) -> JsonObject:
         """Answer one call (``APITransport``)."""
         try:
             answer = await self._answer(request)
@@ -221,16 +222,18 @@ class FakeHost:
         self.calls.append(FakeCall(request))
         return answer
 
-    async def stream(
-        self, request: BackCallRequest, *, timeout: float | None
-    ) -> AsyncIterator[dict[str, Any]]:
+    async def stream(self, request: BackCallRequest, *, timeout: float | None) -> AsyncIterator[JsonObject]:
         """Answer a streaming call with the chunks its handler returns (``{"chunks": [...]}``)."""
         answer = await self.call(request, timeout=timeout)
-        chunks: Any = answer.get("chunks", [answer])
+        chunks = answer.get("chunks", [answer])
+        if not isinstance(chunks, list):
+            raise TypeError(f"{request.action}: a streaming handler answers {{'chunks': [...]}}")
         for chunk in chunks:
+            if not isinstance(chunk, dict):
+                raise TypeError(f"{request.action}: each chunk is a JSON object")
             yield dict(chunk)
 
-    async def _answer(self, request: BackCallRequest) -> dict[str, Any]:
+    async def _answer(self, request: BackCallRequest) -> JsonObject:
         run = self._runs.get(request.run_id)
         if run is None or not run.live:
             raise UnauthorizedError(f"run {request.run_id} is not live")
