@@ -412,6 +412,7 @@ _HARNESS_KIT_API = [
     "as_object",
     "build_environment",
     "check_mcp_server",
+    "check_pinned_config",
     "config_bool",
     "config_int",
     "config_str",

@@ -54,6 +54,8 @@ def test_a_plugin_with_its_own_dependency_is_installed_served_and_remembers(
             _bin(host_env, "python"),
             str(wheel(built_wheels, "agentrunner-host")),
             str(wheel(built_wheels, "agentrunner-sdk")),
+            # the host checks the harness pins with the harness kit's rules (sdk + orjson)
+            str(wheel(built_wheels, "agentrunner-harness-kit")),
         ],
         check=True,
         env=clean_env(),

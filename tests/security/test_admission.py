@@ -4,6 +4,9 @@ and its config must fit the runner's form (typed 422 naming the field; the CLI r
 from __future__ import annotations
 
 import io
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import httpx
@@ -12,6 +15,7 @@ from agentrunner import DynamicFormItemSchema
 from agentrunner_host.admission import ID_PATTERN, config_problems, is_valid_id
 from agentrunner_host.cli import EXIT_FAILURE, EXIT_OK, cli
 from agentrunner_host.config import ConfigFileError
+from agentrunner_host.service import HostService
 
 from .conftest import SettingsFactory
 
@@ -237,3 +241,52 @@ def test_the_cli_names_every_problem_of_the_config(
     err = capsys.readouterr().err
     for field in ("api-key", "bot-id", "timeout", "x"):
         assert f"runner_config.{field}:" in err, err
+
+
+async def test_agents_of_the_config_file_are_admitted_like_the_api_s(make_settings: SettingsFactory) -> None:
+    """A configured agent whose config does not fit its runner's form stops the host at startup, every problem
+    named with the agent (``agents[i] (id).runner_config.<field>: why``), as ``POST /v1/agents`` would refuse it;
+    a fitting one (env references included) starts, and an agent of a runner that is not available is left to
+    its runs (its plugin failure is reported by ``/readyz``)."""
+    bad = (
+        f'[[agents]]\nagent_id = "fine"\nrunner_id = "{ECHO}"\nrunner_config = {{ prefix = "> " }}\n'
+        f'[[agents]]\nagent_id = "coze"\nrunner_id = "{COZE}"\n'
+        'runner_config = { "api-key" = { env = "COZE_KEY" }, timeout = "2.5", bot_id = "7" }\n'
+    )
+    with pytest.raises(ConfigFileError, match=r"agents\[1\] \(coze\)") as refused:
+        async with HostService.open(make_settings(bad)):
+            pass
+    problems = refused.value.problems
+    assert problems == [
+        f"agents[1] (coze).runner_config.bot-id: runner {COZE} requires it",
+        "agents[1] (coze).runner_config.timeout: expected a number",
+        f"agents[1] (coze).runner_config.bot_id: not a field of runner {COZE}'s form",
+    ], problems
+    good = (
+        f'[[agents]]\nagent_id = "coze"\nrunner_id = "{COZE}"\n'
+        'runner_config = { "api-key" = { env = "COZE_KEY" }, "bot-id" = "7350000000000000000", timeout = 2.5 }\n'
+        '[[agents]]\nagent_id = "gone"\nrunner_id = "plugin:nobody/missing/x"\n'
+    )
+    async with HostService.open(make_settings(good)) as service:
+        assert service.directory.agent("coze").source == "config"
+
+
+def test_serve_refuses_to_start_with_an_agent_that_does_not_fit(tmp_path: Path) -> None:
+    """The real ``serve`` process: exits non-zero before listening, and says which agent and field."""
+    config = tmp_path / "agentrunner.toml"
+    config.write_text(
+        f'[[agents]]\nagent_id = "echoer"\nrunner_id = "{ECHO}"\nrunner_config = {{ prefix = 3 }}\n',
+        encoding="utf-8",
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTRUNNER_")}
+    argv = [sys.executable, "-m", "agentrunner_host.cli", "serve", "--config", str(config), "--port", "0"]
+    done = subprocess.run(
+        [*argv, "--data-dir", str(tmp_path / "data")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode != 0
+    assert "agents[0] (echoer).runner_config.prefix: expected a string" in done.stderr, done.stderr

@@ -4,7 +4,8 @@ One runner (the ``security/audited`` test plugin) makes three back-calls, the se
 on. It runs in the host process, in a plugin process of its own, and as a remote runtime (the real
 ``agentrunner-plugin --connect`` over the authenticated WebSocket). In every kind the first call's record is
 queryable over ``GET /v1/audit`` while the run is still running, and once it ended the run has its start,
-its end and exactly one record per call, in call order, with its decision.
+its end and exactly one record per call, in call order, with its decision. Both engines: SQLite in the data
+directory, and a PostgreSQL database made for the test (``AGENTRUNNER_TEST_PG_URL``; skipped without it).
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ import contextlib
 import os
 import sys
 import time
-from collections.abc import AsyncGenerator
+import uuid
+from collections.abc import AsyncGenerator, AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +28,9 @@ from agentrunner.wire.websocket import TOKEN_ENV
 from agentrunner_host.runtime import RemoteRuntimeServer
 from agentrunner_host.runtime.inprocess import InProcessConnection
 from agentrunner_host.service import HostService
+from agentrunner_host.stores.engine import create_engine
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
 
 from .conftest import SettingsFactory, client_for
 
@@ -48,15 +53,47 @@ async def _eventually(probe: Any, what: str, *, timeout: float = 120.0) -> Any:
         await asyncio.sleep(0.05)
 
 
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+async def engine_env(request: pytest.FixtureRequest) -> AsyncIterator[dict[str, str]]:
+    """The service's environment for one engine: nothing (SQLite in the data directory), or the URL of a
+    PostgreSQL database created for the test and dropped afterwards."""
+    if request.param == "sqlite":
+        yield {}
+        return
+    base = os.environ.get("AGENTRUNNER_TEST_PG_URL")
+    if not base:
+        if os.environ.get("AGENTRUNNER_REQUIRE_PG") == "1":
+            pytest.fail("AGENTRUNNER_REQUIRE_PG=1 but AGENTRUNNER_TEST_PG_URL is not set")
+        pytest.skip(
+            "PostgreSQL leg skipped: AGENTRUNNER_TEST_PG_URL is not set (source .ci/postgres.sh to run it)"
+        )
+    name = f"audit_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(base)
+    try:
+        async with admin.connect() as conn:
+            await conn.execution_options(isolation_level="AUTOCOMMIT")
+            await conn.execute(text(f'CREATE DATABASE "{name}"'))
+        yield {
+            "AGENTRUNNER_DATABASE_URL": make_url(base)
+            .set(database=name)
+            .render_as_string(hide_password=False)
+        }
+        async with admin.connect() as conn:
+            await conn.execution_options(isolation_level="AUTOCOMMIT")
+            await conn.execute(text(f'DROP DATABASE "{name}" WITH (FORCE)'))
+    finally:
+        await admin.dispose()
+
+
 @contextlib.asynccontextmanager
 async def _host(
-    kind: str, make_settings: SettingsFactory, monkeypatch: pytest.MonkeyPatch
+    kind: str, make_settings: SettingsFactory, monkeypatch: pytest.MonkeyPatch, environ: dict[str, str]
 ) -> AsyncGenerator[HostService]:
-    """A service serving the audited runner as *kind*."""
+    """A service serving the audited runner as *kind*, on the engine *environ* names."""
     toml = None
     if kind == "subprocess":
         toml = f"[runners]\nplugin_dirs = [{codec.dumps_str(str(PLUGIN_DIR))}]\n"
-    async with HostService.open(make_settings(toml)) as service:
+    async with HostService.open(make_settings(toml, environ=environ)) as service:
         if kind == "in_process":
             monkeypatch.setattr(sys, "path", list(sys.path))  # load_runners puts the plugin dir on sys.path
             runners = load_runners(plugin_dir=PLUGIN_DIR)
@@ -97,13 +134,17 @@ async def _audit(client: httpx.AsyncClient, run_id: str) -> list[dict[str, Any]]
 
 @pytest.mark.parametrize("kind", KINDS)
 async def test_every_call_is_audited_once_and_queryable_while_the_run_is_live(
-    kind: str, tmp_path: Path, make_settings: SettingsFactory, monkeypatch: pytest.MonkeyPatch
+    kind: str,
+    tmp_path: Path,
+    make_settings: SettingsFactory,
+    monkeypatch: pytest.MonkeyPatch,
+    engine_env: dict[str, str],
 ) -> None:
     """In process, in a plugin process and as a remote runtime: the first call's record is served while the
     run waits; at the end there are exactly three records (set, get, the refused tool call), in call order,
     none twice, between the run's start and its end."""
     hold = tmp_path / "go-on"
-    async with _host(kind, make_settings, monkeypatch) as service, client_for(service) as client:
+    async with _host(kind, make_settings, monkeypatch, engine_env) as service, client_for(service) as client:
         agent = {"agent_id": "audited", "runner_id": RUNNER, "runner_config": {"hold": str(hold)}}
         assert (await client.post("/v1/agents", json=agent)).status_code == 201, kind
         accepted = await client.post(
@@ -138,11 +179,14 @@ async def test_every_call_is_audited_once_and_queryable_while_the_run_is_live(
 
 
 async def test_a_run_ending_at_once_stores_its_records_with_its_end(
-    make_settings: SettingsFactory, monkeypatch: pytest.MonkeyPatch
+    make_settings: SettingsFactory, monkeypatch: pytest.MonkeyPatch, engine_env: dict[str, str]
 ) -> None:
     """A run that ends before the live writer's delay writes its records in its end's transaction: the
     same three records, once each."""
-    async with _host("in_process", make_settings, monkeypatch) as service, client_for(service) as client:
+    async with (
+        _host("in_process", make_settings, monkeypatch, engine_env) as service,
+        client_for(service) as client,
+    ):
         agent = {"agent_id": "audited", "runner_id": RUNNER}
         assert (await client.post("/v1/agents", json=agent)).status_code == 201
         done = await client.post(

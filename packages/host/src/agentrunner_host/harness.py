@@ -6,6 +6,11 @@ workspace policy, and the one long-lived MCP bridge their runs reach the host th
   is true. The refusal is :class:`CodeExecutionDisabledError`, whose message names the switch.
 * **Workspace policy.** Such runs receive ``runtime.metadata['harness']``: the workspace root under the data
   directory, the operator's allowed roots and the MCP servers a binding may add.
+* **Pins, by the host.** Before a code-executing runner gets its run, the host applies the operator's pins
+  (``[[security.harness_mcp_servers]]``, ``[[security.harness_skills]]``) to the config it would receive, with
+  the harness kit's own rules (:func:`agentrunner_harness.check_pinned_config`): an extra MCP server or a
+  skill they do not allow ends the run :data:`NOT_PINNED_CODE` before anything reaches the runner. The
+  runner checks again (defence in depth) and alone checks ``mcp-config-file``, which is read where it runs.
 * **Bridge.** A runner declaring ``mcp_bridge`` gets its run registered on the host's :class:`BridgeServer`
   (started once, on first need) with a back-call client of the same dispatcher and snapshot as every other
   back-call; the endpoint and per-run token go in ``runtime.metadata['mcp_bridge']``, where the SDK's
@@ -22,12 +27,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from agentrunner import AgentRunAPI, AgentRunRequest
+from agentrunner_harness import HarnessFailure, check_pinned_config
 
 from agentrunner_host.config.model import HarnessMCPServer, HarnessSkill
 from agentrunner_host.runtime.connection import BackCallHandler
 from agentrunner_host.runtime.inprocess import InProcessTransport
 
-from .errors import CodeExecutionDisabledError
+from .errors import CodeExecutionDisabledError, HostError
 from .registry import RunnerDescriptor
 
 if TYPE_CHECKING:
@@ -37,7 +43,9 @@ __all__ = [
     "BRIDGE_METADATA_KEY",
     "CODE_EXECUTION_SWITCH",
     "HARNESS_METADATA_KEY",
+    "NOT_PINNED_CODE",
     "HarnessPolicy",
+    "HarnessPolicyError",
     "HarnessSupport",
     "refuse_code_execution",
 ]
@@ -48,6 +56,15 @@ HARNESS_METADATA_KEY: Final = "harness"
 """``runtime.metadata`` key of the workspace policy."""
 BRIDGE_METADATA_KEY: Final = "mcp_bridge"
 """``runtime.metadata`` key of the run's bridge endpoint."""
+NOT_PINNED_CODE: Final = "harness.not_pinned"
+"""``run.failed`` code of a run whose config gives an MCP server or skill the operator did not pin."""
+
+
+class HarnessPolicyError(HostError):
+    """The host refused a code-executing runner's run: its config breaks the operator's pins."""
+
+    code: Final = NOT_PINNED_CODE
+    """Its ``run.failed`` code."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -141,7 +158,12 @@ class HarnessSupport:
         ctx = request.context
         metadata: dict[str, object] = dict(ctx.runtime.metadata)
         if caps.executes_code:
-            metadata[HARNESS_METADATA_KEY] = self.policy.metadata()
+            policy = self.policy.metadata()
+            try:
+                check_pinned_config(ctx.config, policy)
+            except HarnessFailure as refused:
+                raise HarnessPolicyError(refused.message) from None
+            metadata[HARNESS_METADATA_KEY] = policy
         if not caps.mcp_bridge:
             yield _with_metadata(request, metadata)
             return

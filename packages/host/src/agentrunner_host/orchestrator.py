@@ -37,7 +37,7 @@ from .errors import (
     RunnerDisabledError,
     RunnerTransportError,
 )
-from .harness import HarnessSupport, refuse_code_execution
+from .harness import HarnessPolicyError, HarnessSupport, refuse_code_execution
 from .harness_audit import harness_tools_unfinished
 from .live_audit import LiveAuditWriter
 from .persistence import event_entry, persist_finish, run_start, store_event_data
@@ -505,6 +505,8 @@ class Orchestrator:
             failure = ("deadline_exceeded", "the run did not finish before its deadline", True)
         except RunViolation as v:
             failure = (v.code, v.message, False)
+        except HarnessPolicyError as refused:
+            failure = (refused.code, refused.message, False)
         except RunnerTransportError as exc:
             failure = (exc.code, exc.message, exc.retryable)
         except Exception as exc:

@@ -31,6 +31,7 @@ from .native import (
     NativeToolStarted,
     NativeUnknown,
 )
+from .pinned_config import check_pinned_config
 from .process import (
     DEFAULT_STDERR_TAIL,
     DEFAULT_STDOUT_CAP,
@@ -113,6 +114,7 @@ __all__ = [
     "WorkspacePolicy",
     "MCPServerPin",
     "check_mcp_server",
+    "check_pinned_config",
     "parse_pins",
     "resolve_working_directory",
     "context_directory",

@@ -26,8 +26,7 @@ from pydantic import JsonValue
 
 from .environment import build_environment, parse_environment_json, redact
 from .errors import HarnessFailure
-from .jsonvalues import as_object
-from .mcp_pins import check_mcp_server
+from .mcp_pins import check_mcp_server, mcp_config_document, mcp_servers_of
 from .native import (
     NativeParser,
     NativeResult,
@@ -213,16 +212,9 @@ def _budget(ctx: AgentRunContext, configured: int) -> _Budget:
 
 def _extra_mcp_servers(settings: HarnessSettings, policy: WorkspacePolicy) -> dict[str, dict[str, JsonValue]]:
     documents: list[object] = []
-    raw = settings.mcp_config_json
-    if isinstance(raw, str) and raw.strip():
-        try:
-            documents.append(orjson.loads(raw))
-        except orjson.JSONDecodeError as exc:
-            raise HarnessFailure("config_invalid", f"mcp-config-json is not JSON: {exc}") from exc
-    elif as_object(raw):
-        documents.append(raw)
-    elif raw not in (None, "", {}):
-        raise HarnessFailure("config_invalid", "mcp-config-json must be an object")
+    doc = mcp_config_document(settings.mcp_config_json)
+    if doc is not None:
+        documents.append(doc)
     if settings.mcp_config_file:
         path = policy.check_inside(Path(settings.mcp_config_file), what="mcp-config-file")
         try:
@@ -230,14 +222,8 @@ def _extra_mcp_servers(settings: HarnessSettings, policy: WorkspacePolicy) -> di
         except (OSError, orjson.JSONDecodeError) as exc:
             raise HarnessFailure("config_invalid", f"mcp-config-file cannot be read as JSON: {exc}") from exc
     servers: dict[str, dict[str, JsonValue]] = {}
-    for doc in documents:
-        table = as_object((as_object(doc) or {}).get("mcpServers"))
-        if table is None:
-            raise HarnessFailure("config_invalid", 'an MCP config must be {"mcpServers": {name: server}}')
-        for name, raw_server in table.items():
-            server = as_object(raw_server)
-            if server is None:
-                raise HarnessFailure("config_invalid", f"MCP server {name!r} must be an object")
+    for document in documents:
+        for name, server in mcp_servers_of(document).items():
             servers[name] = check_mcp_server(name, server, policy.mcp_server_pins)
     return servers
 

@@ -20,12 +20,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
+import orjson
 from pydantic import JsonValue
 
 from .errors import HarnessFailure
 from .jsonvalues import as_list, as_object
 
-__all__ = ["MCPServerPin", "check_mcp_server", "parse_pins"]
+__all__ = ["MCPServerPin", "check_mcp_server", "mcp_config_document", "mcp_servers_of", "parse_pins"]
 
 _STDIO_KEYS: Final = frozenset({"type", "command", "args", "env"})
 _REMOTE_KEYS: Final = frozenset({"type", "url", "headers"})
@@ -98,3 +99,33 @@ def check_mcp_server(
     if server.get("type", "http") not in ("http", "sse") or server.get("url") != pin.url:
         raise _refuse(name, f"must reach the pinned URL {pin.url!r}")
     return dict(server)
+
+
+def mcp_config_document(raw: object) -> object | None:
+    """The document of ``mcp-config-json`` (its JSON text or the object itself); ``None`` when unset;
+    :class:`HarnessFailure` ``config_invalid`` when it is neither."""
+    if isinstance(raw, str) and raw.strip():
+        try:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            raise HarnessFailure("config_invalid", f"mcp-config-json is not JSON: {exc}") from exc
+    if as_object(raw):
+        return raw
+    if raw not in (None, "", {}):
+        raise HarnessFailure("config_invalid", "mcp-config-json must be an object")
+    return None
+
+
+def mcp_servers_of(doc: object) -> dict[str, dict[str, JsonValue]]:
+    """The ``mcpServers`` table of an MCP config document, each entry an object; :class:`HarnessFailure`
+    ``config_invalid`` otherwise."""
+    table = as_object((as_object(doc) or {}).get("mcpServers"))
+    if table is None:
+        raise HarnessFailure("config_invalid", 'an MCP config must be {"mcpServers": {name: server}}')
+    servers: dict[str, dict[str, JsonValue]] = {}
+    for name, raw_server in table.items():
+        server = as_object(raw_server)
+        if server is None:
+            raise HarnessFailure("config_invalid", f"MCP server {name!r} must be an object")
+        servers[name] = server
+    return servers

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import os
 import resource
 import tempfile
@@ -12,7 +13,9 @@ from agentrunner import (
     AgentRunContext,
     AgentRunner,
     AgentRunnerManifest,
+    AgentRunnerPermissions,
     AgentRunResult,
+    ArtifactRef,
     I18nObject,
     codec,
 )
@@ -116,4 +119,40 @@ class Echo(AgentRunner):
         prefix = str(ctx.config.get("prefix") or "")
         out = self.emitter(ctx)
         yield out.message(prefix + "".join(ctx.input.text_parts()))
+        yield out.complete()
+
+
+class Wander(AgentRunner):
+    """Looks for host paths: its working directory, the context it was given, an artifact named to climb out
+    of the store, and artifact reads by path-like ids; reports what it saw."""
+
+    manifest = _manifest("wander").model_copy(
+        update={"permissions": AgentRunnerPermissions(artifacts=["metadata", "read"])}
+    )
+
+    async def run(self, ctx: AgentRunContext, api: AgentRunAPI) -> AsyncIterator[AgentRunResult]:
+        cwd = os.getcwd()
+        reads: dict[str, str] = {}
+        for bad in ("../../etc/passwd", "/etc/passwd", "art_../../x"):
+            try:
+                await api.artifacts.read_range(bad)
+                reads[bad] = "read"
+            except Exception as exc:  # the typed refusal is what the test looks at
+                reads[bad] = getattr(exc, "code", type(exc).__name__)
+        report = {
+            "cwd": cwd,
+            "cwd_mode": os.stat(cwd).st_mode & 0o777,
+            "cwd_entries": os.listdir(cwd),
+            "context": ctx.model_dump_json(),
+            "reads": reads,
+        }
+        out = self.emitter(ctx)
+        ref = ArtifactRef(
+            artifact_id="../../../escape",
+            artifact_type="file",
+            mime_type="text/plain",
+            name="../../escape.txt",
+        )
+        yield out.artifact(ref, content_base64=base64.b64encode(b"climbing").decode())
+        yield out.message(codec.dumps_str(report))
         yield out.complete()

@@ -33,6 +33,7 @@ from alembic.script import ScriptDirectory
 from pydantic import JsonValue, ValidationError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from agentrunner_host.admission import config_problems
 from agentrunner_host.bindings import BindingSet
 from agentrunner_host.cluster import Membership, Notifications, default_machine_name
 from agentrunner_host.config import (
@@ -343,6 +344,7 @@ class HostService:
             await directory.import_file()
             await directory.refresh()
             host.orchestrator.bindings = directory.binding_set()
+            await _admit_configured_agents(settings, host)
             await _check_code_executing_agents(host, directory)
             notifications = Notifications(engine)
             stack.push_async_callback(notifications.aclose)
@@ -1000,6 +1002,30 @@ def _harness_policy(settings: Settings) -> HarnessPolicy:
         allow_danger_full_access=security.allow_danger_full_access,
         skills=None if security.harness_skills is None else tuple(security.harness_skills),
     )
+
+
+async def _admit_configured_agents(settings: Settings, host: Host) -> None:
+    """The admission of ``POST /v1/agents`` for the agents of the configuration file, at startup: each one's
+    whole config must fit its runner's form (:func:`~agentrunner_host.admission.config_problems`), or the host
+    refuses to start with every problem named ``agents[i] (agent id).runner_config.<field>``. An agent whose
+    runner is not available now — its plugin failed to load (``/readyz`` says so), or it is served by a remote
+    runtime not attached yet — cannot be checked here; its runs fail ``runner.unavailable`` until it is, and
+    the runner refuses a bad config itself."""
+    problems: list[str] = []
+    for index, agent in enumerate(settings.config.agents):
+        try:
+            descriptor = await host.registry.get(agent.runner_id)
+        except HostError as exc:
+            log.warning("agent %s: its runner cannot be checked now (%s)", agent.agent_id, exc)
+            continue
+        runner = f"runner {agent.runner_id}"
+        for problem in config_problems(
+            descriptor.manifest.config_schema, agent.runner_config, runner_id=runner
+        ):
+            problems.append(f"agents[{index}] ({agent.agent_id}).{problem}")
+    if problems:
+        source = str(settings.config_path) if settings.config_path else "the configuration"
+        raise ConfigFileError(source, problems)
 
 
 async def _check_code_executing_agents(host: Host, directory: AgentDirectory) -> None:
