@@ -250,6 +250,7 @@ _STORES_API = [
     "Role",
     "RunExistsError",
     "RunFinish",
+    "RunListFilter",
     "RunRecord",
     "RunStart",
     "RunStateError",

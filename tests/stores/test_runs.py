@@ -14,6 +14,7 @@ from agentrunner_host.stores import (
     ResultRecord,
     RunExistsError,
     RunFinish,
+    RunListFilter,
     RunStateError,
 )
 from sqlalchemy import event, text
@@ -345,3 +346,46 @@ async def test_a_run_is_found_by_its_event_and_its_results_are_counted(stores: H
         RunFinish(run_id="r-ev", status="completed", ended_at=5_000, results=_results("r-ev", 3))
     )
     assert await stores.runs.result_count("r-ev") == 3
+
+
+async def test_page_lists_runs_newest_first_by_each_filter_and_cursor(stores: HostStores) -> None:
+    """``page`` (the console's runs list) filters by binding, runner, status, code and start time, orders by
+    start then run id, both descending, and continues after a ``(started_at, run_id)`` cursor."""
+    c2 = ConversationKey("c2", workspace_id="w1")
+    await stores.runs.start(run_start("a", C1, started_at=1_000))
+    await stores.runs.start(run_start("b", c2, started_at=2_000, binding_id="b2", runner_id="acme/other:x"))
+    await stores.runs.start(run_start("c", C1, started_at=2_000))
+    await stores.runs.start(run_start("d", C1, started_at=3_000))
+    await stores.runs.start(run_start("e", None, started_at=500))
+    await stores.runs.finish(RunFinish(run_id="a", status="completed", ended_at=1_500))
+    await stores.runs.finish(RunFinish(run_id="c", status="failed", code="cancelled", ended_at=2_500))
+
+    async def ids(where: RunListFilter, limit: int = 10) -> list[str]:
+        return [r.run_id for r in await stores.runs.page(where, limit=limit)]
+
+    assert await ids(RunListFilter()) == ["d", "c", "b", "a", "e"]
+    assert await ids(RunListFilter(), limit=2) == ["d", "c"]
+    assert await ids(RunListFilter(after=(2_000, "c"))) == ["b", "a", "e"]
+    assert await ids(RunListFilter(binding_ids=["b2"])) == ["b"]
+    assert await ids(RunListFilter(binding_ids=[])) == []
+    assert await ids(RunListFilter(runner_id="acme/other:x")) == ["b"]
+    assert await ids(RunListFilter(status="running")) == ["d", "b", "e"]
+    assert await ids(RunListFilter(status="failed", code="cancelled")) == ["c"]
+    assert await ids(RunListFilter(started_from=2_000, started_before=3_000)) == ["c", "b"]
+    (first,) = await stores.runs.page(RunListFilter(status="completed"), limit=10)
+    assert (first.run_id, first.conversation, first.ended_at) == ("a", C1, 1_500)
+    # by each conversation's latest run (c1: d at 3,000; c2: b at 2,000); runs without one are not listed
+    assert await stores.runs.recent_conversations(limit=10) == ["c1", "c2"]
+    assert await stores.runs.recent_conversations(limit=1) == ["c1"]
+
+
+async def test_lookup_finds_an_event_whatever_its_conversation(stores: HostStores) -> None:
+    """``EventLog.lookup`` (the operator's view) finds an event of any conversation, which the
+    conversation-scoped ``get`` does not."""
+    await stores.runs.start(run_start("r1", C1))
+    (started,) = await stores.events.for_run("r1")
+    found = await stores.events.lookup(started.event_id)
+    assert found is not None
+    assert (found.event_type, found.conversation_id) == ("run.started", "c1")
+    assert await stores.events.get(started.event_id, conversation=None) is None
+    assert await stores.events.lookup("no-such-event") is None

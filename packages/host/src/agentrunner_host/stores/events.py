@@ -96,6 +96,13 @@ class EventLog:
             return event
         return None
 
+    async def lookup(self, event_id: str) -> StoredEvent | None:
+        """The event whatever its conversation, or ``None``: the operator's view (the console's run page).
+        Runners read events through :meth:`get`, which is scoped to their conversation."""
+        async with self._db.read() as conn:
+            row = (await conn.execute(select(EVENTS).where(EVENTS.c.event_id == event_id))).mappings().first()
+        return None if row is None else event_from_row(row)
+
     async def page(
         self,
         *,

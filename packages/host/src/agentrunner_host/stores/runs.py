@@ -15,7 +15,7 @@ from typing import Final, Generic, Literal, TypeVar, cast
 
 from agentrunner.codec import JsonObject
 from agentrunner.results import RunFailedData, RunFailedResult
-from sqlalchemy import ColumnElement, RowMapping, Table, bindparam, func, insert, select, update
+from sqlalchemy import ColumnElement, RowMapping, Table, and_, bindparam, func, insert, or_, select, update
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -44,6 +44,7 @@ __all__ = [
     "HOST_RESTARTED",
     "ResultRecord",
     "RunFinish",
+    "RunListFilter",
     "RunRecord",
     "RunStart",
     "RunStatus",
@@ -194,6 +195,27 @@ class RunRecord:
     """Usage totals."""
     owner_host: str | None = None
     """The host incarnation executing it (``None``: started without the host registry)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunListFilter:
+    """Which runs :meth:`RunStore.page` lists (the operator's view: the console's runs page); ``None`` does
+    not filter."""
+
+    binding_ids: Sequence[str] | None = None
+    """Runs of one of these bindings (an empty sequence matches nothing)."""
+    runner_id: str | None = None
+    """Runs of this runner."""
+    status: RunStatus | None = None
+    """Runs in this status."""
+    code: str | None = None
+    """Runs that ended with this code (``cancelled``, ``host_restarted``...)."""
+    started_from: int | None = None
+    """Started at or after, Unix epoch milliseconds."""
+    started_before: int | None = None
+    """Started before, Unix epoch milliseconds."""
+    after: tuple[int, str] | None = None
+    """Keyset cursor: ``(started_at, run_id)`` of the last run of the previous page."""
 
 
 def _run_from_row(m: RowMapping) -> RunRecord:
@@ -534,6 +556,44 @@ class RunStore:
         async with self._db.read() as conn:
             rows = (await conn.execute(stmt)).mappings().all()
         return [_result_from_row(row) for row in rows]
+
+    async def page(self, where: RunListFilter, *, limit: int) -> list[RunRecord]:
+        """Runs matching *where*, newest first (ties by run id, descending), at most *limit*."""
+        stmt = select(RUNS)
+        if where.binding_ids is not None:
+            stmt = stmt.where(RUNS.c.binding_id.in_(list(where.binding_ids)))
+        if where.runner_id is not None:
+            stmt = stmt.where(RUNS.c.runner_id == where.runner_id)
+        if where.status is not None:
+            stmt = stmt.where(RUNS.c.status == where.status)
+        if where.code is not None:
+            stmt = stmt.where(RUNS.c.code == where.code)
+        if where.started_from is not None:
+            stmt = stmt.where(RUNS.c.started_at >= where.started_from)
+        if where.started_before is not None:
+            stmt = stmt.where(RUNS.c.started_at < where.started_before)
+        if where.after is not None:
+            at, run_id = where.after
+            stmt = stmt.where(
+                or_(RUNS.c.started_at < at, and_(RUNS.c.started_at == at, RUNS.c.run_id < run_id))
+            )
+        stmt = stmt.order_by(RUNS.c.started_at.desc(), RUNS.c.run_id.desc()).limit(max(0, limit))
+        async with self._db.read() as conn:
+            rows = (await conn.execute(stmt)).mappings().all()
+        return [_run_from_row(row) for row in rows]
+
+    async def recent_conversations(self, *, limit: int) -> list[str]:
+        """Ids of the conversations with the latest runs, most recent first, at most *limit*."""
+        last = func.max(RUNS.c.started_at)
+        stmt = (
+            select(RUNS.c.conversation_id)
+            .where(RUNS.c.conversation_id.is_not(None))
+            .group_by(RUNS.c.conversation_id)
+            .order_by(last.desc())
+            .limit(max(0, limit))
+        )
+        async with self._db.read() as conn:
+            return [str(value) for value in (await conn.execute(stmt)).scalars().all()]
 
     async def list_running(self) -> list[RunRecord]:
         """Every run still marked ``running``."""

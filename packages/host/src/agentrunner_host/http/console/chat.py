@@ -16,7 +16,6 @@ from urllib.parse import quote
 
 from agentrunner import ArtifactRef
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from sqlalchemy import func, select
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
@@ -24,7 +23,6 @@ from starlette.routing import Route
 from agentrunner_host.admission import Identifier
 from agentrunner_host.service import HostService
 from agentrunner_host.stores import ArtifactOwner, ArtifactUnavailableError, ValueTooLargeError
-from agentrunner_host.stores.tables import RunRow
 
 from .pages import ConsolePage, NavEntry, render
 
@@ -63,15 +61,7 @@ def _error(status: int, code: str, message: str) -> JSONResponse:
 
 
 async def _recent_conversations(service: HostService) -> list[str]:
-    stmt = (
-        select(RunRow.conversation_id, func.max(RunRow.started_at).label("last"))
-        .where(RunRow.conversation_id.is_not(None))
-        .group_by(RunRow.conversation_id)
-        .order_by(func.max(RunRow.started_at).desc())
-        .limit(_RECENT_CONVERSATIONS)
-    )
-    async with service.engine.connect() as conn:
-        return [str(r.conversation_id) for r in (await conn.execute(stmt)).all()]
+    return await service.stores.runs.recent_conversations(limit=_RECENT_CONVERSATIONS)
 
 
 async def chat_page(request: Request) -> Response:

@@ -13,16 +13,13 @@ from datetime import UTC, datetime
 from typing import Any, Final, cast
 
 import orjson
-from sqlalchemy import and_, or_, select
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from agentrunner_host.admission import is_valid_id
 from agentrunner_host.service import HostService, NotFoundError
-from agentrunner_host.stores import MAX_AUDIT_PAGE, AuditEntry, AuditFilter, StoredEvent
-from agentrunner_host.stores.records import EVENTS, event_from_row
-from agentrunner_host.stores.tables import RunRow
+from agentrunner_host.stores import MAX_AUDIT_PAGE, AuditEntry, AuditFilter, RunListFilter, RunStatus
 
 from .pages import ConsolePage, NavEntry, render, render_missing
 
@@ -96,39 +93,23 @@ def _agent_bindings(service: HostService, agent_id: str) -> list[str]:
 
 
 async def list_runs(service: HostService, filters: RunFilters, *, limit: int = PAGE_SIZE) -> list[RunRowView]:
-    """Runs matching *filters*, newest first, at most *limit*."""
-    table = RunRow.__table__
-    stmt = select(
-        RunRow.run_id,
-        RunRow.status,
-        RunRow.code,
-        RunRow.runner_id,
-        RunRow.binding_id,
-        RunRow.conversation_id,
-        RunRow.started_at,
-        RunRow.ended_at,
-    ).select_from(table)
-    if filters.agent:
-        stmt = stmt.where(RunRow.binding_id.in_(_agent_bindings(service, filters.agent)))
-    if filters.runner:
-        stmt = stmt.where(RunRow.runner_id == filters.runner)
+    """Runs matching *filters*, newest first, at most *limit* (read through the run store)."""
+    status: RunStatus | None = None
+    code: str | None = None
     if filters.status == "cancelled":
-        stmt = stmt.where(RunRow.status == "failed", RunRow.code == "cancelled")
+        status, code = "failed", "cancelled"
     elif filters.status in _STATUSES:
-        stmt = stmt.where(RunRow.status == filters.status)
-    since = _parse_time(filters.since)
-    if since is not None:
-        stmt = stmt.where(RunRow.started_at >= since)
-    until = _parse_time(filters.until)
-    if until is not None:
-        stmt = stmt.where(RunRow.started_at < until)
+        status = filters.status
     cursor = _CURSOR.fullmatch(filters.before)
-    if cursor is not None:
-        at, run_id = int(cursor.group(1)), cursor.group(2)
-        stmt = stmt.where(or_(RunRow.started_at < at, and_(RunRow.started_at == at, RunRow.run_id < run_id)))
-    stmt = stmt.order_by(RunRow.started_at.desc(), RunRow.run_id.desc()).limit(limit)
-    async with service.engine.connect() as conn:
-        rows = (await conn.execute(stmt)).all()
+    where = RunListFilter(
+        binding_ids=_agent_bindings(service, filters.agent) if filters.agent else None,
+        runner_id=filters.runner or None,
+        status=status,
+        code=code,
+        started_from=_parse_time(filters.since),
+        started_before=_parse_time(filters.until),
+        after=None if cursor is None else (int(cursor.group(1)), cursor.group(2)),
+    )
     return [
         RunRowView(
             run_id=r.run_id,
@@ -136,11 +117,11 @@ async def list_runs(service: HostService, filters: RunFilters, *, limit: int = P
             code=r.code,
             runner_id=r.runner_id,
             binding_id=r.binding_id,
-            conversation_id=r.conversation_id,
+            conversation_id=None if r.conversation is None else r.conversation.conversation_id,
             started_at=r.started_at,
             ended_at=r.ended_at,
         )
-        for r in rows
+        for r in await service.stores.runs.page(where, limit=limit)
     ]
 
 
@@ -245,12 +226,6 @@ def _summary(kind: str, payload: dict[str, Any]) -> str:
             return ""
 
 
-async def _event(service: HostService, event_id: str) -> StoredEvent | None:
-    async with service.engine.connect() as conn:
-        row = (await conn.execute(select(EVENTS).where(EVENTS.c.event_id == event_id))).mappings().first()
-    return None if row is None else event_from_row(row)
-
-
 async def _run_audit(service: HostService, run_id: str) -> list[AuditEntry]:
     """The run's back-calls, oldest first, through the query ``GET /v1/audit?run_id=`` serves."""
     entries: list[AuditEntry] = []
@@ -296,7 +271,7 @@ async def run_page(request: Request) -> Response:
     events = await service.stores.events.for_run(run_id)
     if record is not None and all(e.event_id != record.event_id for e in events):
         # the triggering event is stored before its run exists, so it does not carry the run's id
-        trigger = await _event(service, record.event_id)
+        trigger = await service.stores.events.lookup(record.event_id)
         events = [trigger, *events] if trigger is not None else events
     audit = await _run_audit(service, run_id)
     return render(
