@@ -112,6 +112,13 @@ async def test_the_transcript_is_paged_oldest_first_with_a_cursor(client: httpx.
     assert [i["content"] for i in second["items"]] == ["turn 2", "turn 2"] and second["next_cursor"] is None
     bad = await client.get("/v1/conversations/talk/transcript", params={"cursor": "abc"})
     assert bad.status_code == 422
+    # an empty value is not the integer the document declares (schemathesis found `?limit=` answered 200)
+    for query in ("limit=", "limit=%201"):
+        assert (await client.get(f"/v1/conversations/talk/transcript?{query}")).status_code == 422, query
+    for flag in ("wait", "stream"):  # a boolean query parameter given empty is neither true nor false
+        sent = await client.post(f"/v1/events?{flag}=", json={"text": "x", "conversation_id": "talk"})
+        assert sent.status_code == 422, flag
+        assert "must be true or false" in sent.text
     empty = (await client.get("/v1/conversations/nobody/transcript")).json()
     assert empty["items"] == [] and empty["next_cursor"] is None
 

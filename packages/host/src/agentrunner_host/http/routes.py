@@ -136,8 +136,9 @@ async def _body(request: Request, model: type[M]) -> M:
 
 def _int_query(request: Request, name: str, default: int, *, low: int, high: int) -> int:
     raw = request.query_params.get(name)
-    if raw is None or raw == "":
+    if raw is None:
         return default
+    # an empty value (`?limit=`) is not an integer either: the document declares one, so it is refused
     # int() would also take "1_0", " 1" and non-ASCII digits; the document promises a plain integer.
     if not _INTEGER.fullmatch(raw):
         raise ApiError(422, "invalid_request", f"query parameter {name} must be an integer")
@@ -149,7 +150,7 @@ def _int_query(request: Request, name: str, default: int, *, low: int, high: int
 
 def _bool_query(request: Request, name: str) -> bool:
     raw = request.query_params.get(name)
-    if raw is None or raw == "":
+    if raw is None:
         return False
     lowered = raw.lower()
     if lowered in {"true", "1", "yes"}:
