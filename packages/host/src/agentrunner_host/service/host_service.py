@@ -102,6 +102,8 @@ CURSOR_KEY_FILE: Final = "cursor.key"
 """File in the data directory holding the key that signs history cursors (so they survive restarts)."""
 _POLL_SECONDS: Final = 0.25
 """Seconds between two reads of a run another process executes, where nothing announces its results (SQLite)."""
+_FOLLOW_END_SECONDS: Final = 30.0
+"""How long a reader of another host's run that saw its terminal waits for the run's end to be committed."""
 _FOLLOW_SAFETY_SECONDS: Final = 5.0
 """Seconds a reader of another host's run waits for an announcement before it reads the store anyway."""
 REQUESTS_CHANNEL: Final = "agentrunner_requests"
@@ -831,6 +833,14 @@ class HostService:
                     yield item
                     cursor = item.host_seq
                     if item.type in TERMINAL_RESULT_TYPES:
+                        # A terminal the runner sent itself is committed with its results, and the run's end
+                        # in the journal's next write: end the stream once the store says the run ended, so
+                        # a reader of another host's run never sees its terminal with the run still running.
+                        with contextlib.suppress(TimeoutError):
+                            async with asyncio.timeout(_FOLLOW_END_SECONDS):
+                                while await self._still_running(run_id):
+                                    await self._wait_for_news(wake)
+                                    wake.clear()
                         return
                 if len(page) == REPLAY_PAGE:
                     continue
