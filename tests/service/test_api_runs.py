@@ -85,6 +85,13 @@ async def test_a_live_runs_stream_replays_then_continues_live(
     accepted = await client.post("/v1/events", json={"text": "x", "conversation_id": "slow"})
     run_id = accepted.json()["run_id"]
     await runner.started.wait()
+    feed = service.feed(run_id)
+    assert feed is not None
+    # The runner is past its first yield once the host has taken the delta, which is stored a flush window
+    # later; the feed hands out only committed results, so its first item means the delta is in the store.
+    async for first in feed.follow():
+        assert first.type == "message.delta"
+        break
     status = (await client.get(f"/v1/runs/{run_id}")).json()
     assert status["status"] == "running" and status["live"] is True
     page = (await client.get(f"/v1/runs/{run_id}/results")).json()
@@ -96,8 +103,6 @@ async def test_a_live_runs_stream_replays_then_continues_live(
         ) as source:
             return [e.event async for e in source.aiter_sse()]
 
-    feed = service.feed(run_id)
-    assert feed is not None
     reader = asyncio.create_task(read())
     # The in-process client shows nothing before the response ends, so watch the server side: the reader has
     # replayed the stored part once it waits on the run's feed for live results.
