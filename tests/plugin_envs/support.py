@@ -93,12 +93,14 @@ def uv() -> str:
 
 
 def clean_env() -> dict[str, str]:
-    """The environment without the host's virtualenv or configuration."""
+    """The environment without the host's virtualenv or configuration, and without this suite's own pytest and
+    coverage options (CI passes ``--cov`` through ``PYTEST_ADDOPTS``; a project outside the repository has no
+    pytest-cov, so its pytest would refuse the options)."""
     return {
         k: v
         for k, v in os.environ.items()
-        if not k.startswith("AGENTRUNNER_")
-        and k not in {"VIRTUAL_ENV", "PYTHONPATH", "UV_PROJECT_ENVIRONMENT"}
+        if not k.startswith(("AGENTRUNNER_", "COVERAGE_"))
+        and k not in {"VIRTUAL_ENV", "PYTHONPATH", "UV_PROJECT_ENVIRONMENT", "PYTEST_ADDOPTS"}
     }
 
 
