@@ -226,6 +226,46 @@ async def test_a_slow_platform_fails_timeout_retryable_and_the_guard_names_it() 
     assert failure.data.code == "fake.timeout" and failure.data.retryable
 
 
+async def _read_holding(http: HttpSession, url: str, got: list[str], *, hold_past_deadline: bool) -> None:
+    async with http.stream("POST", url) as response:
+        async for event in response.events():
+            got.append(event.data)
+            remaining = http.deadline.remaining()
+            if hold_past_deadline and remaining is not None:
+                await asyncio.sleep(
+                    remaining + 0.05
+                )  # the consumer holds the frame: passing the deadline is the point
+
+
+async def test_the_deadline_never_fires_in_the_consumers_code_and_leaves_no_cancellation_behind() -> None:
+    """The stream's one deadline timer cancels a read in progress, never the consumer holding a frame; a read
+    after the deadline fails at once; neither leaves the task cancelled."""
+    async with FakePlatform() as fake:
+        frames = [sse_frame({"n": i}) for i in range(3)]
+        fake.route("POST", "/three", FakeResponse.sse(frames))
+        fake.route("POST", "/hold", FakeResponse.sse(frames[:1], hold=True))
+        task = asyncio.current_task()
+        assert task is not None
+        async with HttpSession.open(run_context(), platform="Fake", timeout=0.3) as http:
+            got: list[str] = []
+            await _read_holding(http, f"{fake.base_url}/three", got, hold_past_deadline=False)
+            assert got == [f'{{"n": {i}}}' for i in range(3)]
+            assert task.cancelling() == 0
+            got.clear()
+            # the consumer's own await runs to its end; the next read fails at once, though frames are buffered
+            with pytest.raises(TimeoutError):  # noqa: PT011 - a timeout has no message
+                await _read_holding(http, f"{fake.base_url}/three", got, hold_past_deadline=True)
+            assert got == ['{"n": 0}']
+            assert task.cancelling() == 0
+        got.clear()
+        async with HttpSession.open(run_context(), platform="Fake", timeout=0.3) as http:
+            # a read waiting when the deadline passes is cancelled into TimeoutError
+            with pytest.raises(TimeoutError):  # noqa: PT011 - a timeout has no message
+                await _read_holding(http, f"{fake.base_url}/hold", got, hold_past_deadline=False)
+            assert got == ['{"n": 0}']
+            assert task.cancelling() == 0
+
+
 async def test_cancelling_a_run_closes_the_stream_and_the_server_sees_it() -> None:
     async with FakePlatform() as fake:
         fake.route("POST", "/hold", FakeResponse.sse([sse_frame({"a": 1})], hold=True))

@@ -16,7 +16,7 @@ from pydantic import JsonValue
 from .errors import PlatformError, status_error, transport_error
 from .jsonstream import JsonObjectStream
 from .redaction import SecretRedactor
-from .timing import RunDeadline
+from .timing import ReadWatch, RunDeadline
 
 __all__ = ["MAX_BODY_BYTES", "HttpSession", "HttpStream"]
 
@@ -163,11 +163,17 @@ class HttpSession:
 
     async def bounded(self, source: AsyncIterator[_T]) -> AsyncIterator[_T]:
         """*source* with each step bounded by the deadline and httpx/SSE errors mapped; closes *source*."""
+        watch = ReadWatch(self.deadline)
         try:
             while True:
                 try:
-                    async with self.deadline.scope():
+                    watch.start()
+                    try:
                         item = await anext(source)
+                    except BaseException as exc:
+                        watch.stop(exc)
+                        raise
+                    watch.stop()
                 except StopAsyncIteration:
                     return
                 except SSEError as exc:
@@ -178,6 +184,7 @@ class HttpSession:
                     raise transport_error(exc, platform=self.platform, redactor=self.redactor) from None
                 yield item
         finally:
+            watch.close()
             closer = getattr(source, "aclose", None)
             if closer is not None:
                 await closer()
