@@ -75,6 +75,21 @@ def test_claude_json_max_turns() -> None:
     assert any(isinstance(e, NativeSession) for e in events)
 
 
+def test_claude_json_output_records_the_result_object_alone() -> None:
+    # docs/security.md says exactly this of the default output format: the session, the reply's result and its
+    # metadata, and no tool event (so no harness.tool record)
+    events = _parse(ClaudeParser("json"), "claude_json_max_turns.json")
+    assert not [e for e in events if isinstance(e, NativeToolStarted | NativeToolCompleted | NativeText)]
+    assert [type(e) for e in events] == [NativeSession, type(_result(events))]
+    assert set(_result(events).metadata) == {
+        "subtype",
+        "num_turns",
+        "duration_ms",
+        "cost_usd",
+        "permission_denials",
+    }
+
+
 def test_claude_text_output_is_the_reply() -> None:
     parser = ClaudeParser("text")
     parser.feed(b"line one")
