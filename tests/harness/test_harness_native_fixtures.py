@@ -3,6 +3,9 @@
 ``claude_stream_tool_roundtrip.jsonl``, ``claude_json_max_turns.json`` and ``codex_exec_tool_roundtrip.jsonl``
 were recorded from Claude Code 2.1.197 and Codex 0.171.0 against the loopback fakes of tests/mcp; the other
 two are the same formats with unknown event types, an invalid line and the failures mixed in.
+``codex_exec_file_change_web_search.jsonl`` is not recorded: it is written in the item shapes of ``codex exec
+--json`` (``file_change`` with ``changes`` of ``path`` and ``kind``, and ``status``; ``web_search`` with ``query``),
+since the loopback fake model cannot make the CLI search the web.
 """
 
 from __future__ import annotations
@@ -143,3 +146,26 @@ def test_fixture_files_exist() -> None:
         Path(FIXTURES / n).is_file()
         for n in ("claude_stream_tool_roundtrip.jsonl", "codex_exec_tool_roundtrip.jsonl")
     )
+
+
+def test_codex_file_changes_and_web_searches_are_tool_uses() -> None:
+    # each becomes a harness.tool audit record on the host: the paths, or the query, are its detail
+    events = _parse(CodexParser(), "codex_exec_file_change_web_search.jsonl")
+    started = [e for e in events if isinstance(e, NativeToolStarted)]
+    completed = [e for e in events if isinstance(e, NativeToolCompleted)]
+    assert [(e.call_id, e.name) for e in started] == [
+        ("item_0", "web_search"),
+        ("item_1", "file_change"),
+        ("item_2", "file_change"),
+    ]
+    assert started[0].parameters == {"query": "agentrunner protocol v1"}
+    assert started[1].parameters == {
+        "path": ["/work/notes.md", "/work/README.md"],
+        "changes": [{"path": "/work/notes.md", "kind": "add"}, {"path": "/work/README.md", "kind": "update"}],
+    }
+    assert [(e.call_id, e.error) for e in completed] == [
+        ("item_0", None),
+        ("item_1", None),
+        ("item_2", "the tool failed"),
+    ]
+    assert _result(events).text == "done"

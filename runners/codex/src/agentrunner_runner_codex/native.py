@@ -26,17 +26,35 @@ from pydantic import JsonValue
 
 __all__ = ["CodexParser"]
 
-_QUIET_ITEMS: Final = frozenset(
-    {"reasoning", "file_change", "web_search", "todo_list", "error", "agent_message"}
-)
-_TOOL_ITEMS: Final = frozenset({"command_execution", "mcp_tool_call"})
+_QUIET_ITEMS: Final = frozenset({"reasoning", "todo_list", "error", "agent_message"})
+# Codex's own file edits (apply_patch) and web searches are tool uses too: the host records each as a
+# harness.tool audit record, like a command.
+_TOOL_ITEMS: Final = frozenset({"command_execution", "mcp_tool_call", "file_change", "web_search"})
 _KNOWN: Final = frozenset({"turn.started"})
 
 
 def _tool_name(item: dict[str, Any]) -> str:
-    if item.get("type") == "mcp_tool_call":
+    kind = item.get("type")
+    if kind == "mcp_tool_call":
         return f"mcp__{item.get('server')}__{item.get('tool')}"
-    return "command_execution"
+    return kind if kind in ("file_change", "web_search") else "command_execution"
+
+
+def _parameters(item: dict[str, Any]) -> object:
+    """What the tool was asked to do (the audit's ``detail`` prefers ``command``, then ``path``, then
+    ``query``)."""
+    kind = item.get("type")
+    if kind == "mcp_tool_call":
+        return item.get("arguments")
+    if kind == "file_change":
+        changes = [c for c in (as_object(c) for c in as_list(item.get("changes"))) if c is not None]
+        return {
+            "path": [str(c.get("path")) for c in changes],
+            "changes": [{"path": str(c.get("path")), "kind": str(c.get("kind"))} for c in changes],
+        }
+    if kind == "web_search":
+        return {"query": item.get("query")}
+    return {"command": item.get("command")}
 
 
 def _preview(item: dict[str, Any]) -> str | None:
@@ -137,11 +155,7 @@ class CodexParser:
             events = []
             if item_id not in self._started:
                 self._started.add(item_id)
-                params: object = (
-                    item.get("arguments")
-                    if item_type == "mcp_tool_call"
-                    else {"command": item.get("command")}
-                )
+                params = _parameters(item)
                 events.append(
                     NativeToolStarted(
                         item_id, name, orjson.loads(orjson.dumps(params if isinstance(params, dict) else {}))
