@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import io
-import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -20,24 +19,19 @@ from .conftest import TOKEN, client_for
 from .fakes import GATED_RUNNER_ID, FakeGatedRunner, install_fakes
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture
 async def server(service: HostService) -> AsyncIterator[str]:
-    """The service's API with a token, served by uvicorn on a free loopback port."""
-    port = _free_port()
+    """The service's API with a token, served by uvicorn on a loopback port the kernel picks (port 0; the
+    bound port read from the listening socket, so no other process can take it in between)."""
     config = uvicorn.Config(
-        create_app(service, api_token=TOKEN), host="127.0.0.1", port=port, lifespan="off", log_level="warning"
+        create_app(service, api_token=TOKEN), host="127.0.0.1", port=0, lifespan="off", log_level="warning"
     )
     instance = uvicorn.Server(config)
     task = asyncio.create_task(instance.serve())
     while not instance.started:
         assert not task.done(), "uvicorn did not start"
         await asyncio.sleep(0.02)
+    port = int(instance.servers[0].sockets[0].getsockname()[1])
     try:
         yield f"http://127.0.0.1:{port}"
     finally:

@@ -20,12 +20,11 @@ from pathlib import Path
 import httpx
 import pytest
 from agentrunner import codec as json
+from agentrunner_host.cli import HTTP_PORT_FILE
 from agentrunner_host.stores.engine import create_engine
 from httpx_sse import connect_sse
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
-
-from .test_serve_process import _free_port
 
 pytestmark = pytest.mark.slow
 
@@ -100,26 +99,29 @@ class _Server:
 
 @contextmanager
 def _serve(data_dir: Path, config: Path, log: Path, database_url: str | None) -> Generator[_Server]:
-    """``agentrunner serve`` as a child process; killed (not stopped) when the block ends."""
-    port = _free_port()
+    """``agentrunner serve --port 0`` as a child process (its URL from the port file it writes in the data
+    directory); killed (not stopped) when the block ends."""
+    port_file = data_dir / HTTP_PORT_FILE
+    # a killed serve leaves its port file behind: remove it, so the previous run's port is never read as this one's
+    port_file.unlink(missing_ok=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTRUNNER_")}
     if database_url is not None:
         env["AGENTRUNNER_DATABASE_URL"] = database_url
-    args = [sys.executable, "-m", "agentrunner_host.cli", "serve", "--port", str(port)]
+    args = [sys.executable, "-m", "agentrunner_host.cli", "serve", "--port", "0"]
     args += ["--data-dir", str(data_dir), "--config", str(config)]
     with log.open("ab") as log_file:
         process = subprocess.Popen(
             args, stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT, env=env
         )
-    base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + _START_TIMEOUT
         while True:
             assert process.poll() is None, f"serve exited early:\n{log.read_text()}"
             try:
+                base = f"http://127.0.0.1:{int(port_file.read_text(encoding='utf-8'))}"
                 if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
                     break
-            except httpx.TransportError:
+            except (OSError, ValueError, httpx.TransportError):  # no port file yet: not listening yet
                 pass
             assert time.monotonic() < deadline, f"serve did not become ready:\n{log.read_text()}"
             time.sleep(0.1)
