@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -24,6 +23,7 @@ from urllib.parse import urlsplit
 
 import httpx
 import pytest
+from agentrunner_host.cli import HTTP_PORT_FILE
 
 if TYPE_CHECKING:
     from playwright.sync_api import BrowserContext, Page, Playwright, Request
@@ -77,12 +77,6 @@ def _browser_required() -> bool:
     )
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @dataclass(frozen=True)
 class ConsoleServer:
     """A running ``agentrunner serve``."""
@@ -107,7 +101,9 @@ def serve(root: Path, config: str, *, env: Mapping[str, str] | None = None) -> G
     SIGTERM, which must exit 0 with no traceback in its log."""
     (root / "agentrunner.toml").write_text(config, encoding="utf-8")
     log = root / "serve.log"
-    port = _free_port()
+    # --port 0: the kernel picks the port and serve writes it to <data-dir>/http.port (a stale one is removed)
+    port_file = root / "data" / HTTP_PORT_FILE
+    port_file.unlink(missing_ok=True)
     child_env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTRUNNER_")}
     child_env["AGENTRUNNER_API_TOKEN"] = TOKEN
     child_env.update(env or {})
@@ -119,7 +115,7 @@ def serve(root: Path, config: str, *, env: Mapping[str, str] | None = None) -> G
                 "agentrunner_host.cli",
                 "serve",
                 "--port",
-                str(port),
+                "0",
                 "--data-dir",
                 "data",
             ],
@@ -129,19 +125,20 @@ def serve(root: Path, config: str, *, env: Mapping[str, str] | None = None) -> G
             stderr=subprocess.STDOUT,
             env=child_env,
         )
-    server = ConsoleServer(base=f"http://127.0.0.1:{port}", token=TOKEN, root=root, log=log)
     try:
         deadline = time.monotonic() + _START_TIMEOUT
-        with server.api() as client:
-            while True:
-                assert process.poll() is None, f"serve exited early:\n{log.read_text()}"
-                try:
-                    if client.get("/readyz", timeout=2).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                assert time.monotonic() < deadline, f"serve did not become ready:\n{log.read_text()}"
-                time.sleep(0.1)
+        while True:
+            assert process.poll() is None, f"serve exited early:\n{log.read_text()}"
+            try:
+                base = f"http://127.0.0.1:{int(port_file.read_text(encoding='utf-8'))}"
+                ready = httpx.get(f"{base}/readyz", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=2)
+                if ready.status_code == 200:
+                    break
+            except (OSError, ValueError, httpx.TransportError):  # no port file yet: not listening yet
+                pass
+            assert time.monotonic() < deadline, f"serve did not become ready:\n{log.read_text()}"
+            time.sleep(0.1)
+        server = ConsoleServer(base=base, token=TOKEN, root=root, log=log)
         yield server
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=30) == 0, log.read_text()
