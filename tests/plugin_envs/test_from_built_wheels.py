@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -15,6 +14,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from agentrunner_host.cli import HTTP_PORT_FILE
 
 from .conftest import wheel
 from .support import CONFIG, PLUGIN_ID, RUNNER_ID, build_tinydep, clean_env, freeze, uv, write_plugin
@@ -22,12 +22,6 @@ from .support import CONFIG, PLUGIN_ID, RUNNER_ID, build_tinydep, clean_env, fre
 pytestmark = pytest.mark.slow
 
 _START_TIMEOUT = 120.0
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _bin(env: Path, name: str) -> str:
@@ -90,7 +84,8 @@ def test_a_plugin_with_its_own_dependency_is_installed_served_and_remembers(
     assert installed.returncode == 0, installed.stderr
     assert f"runners: {RUNNER_ID}" in installed.stdout
 
-    port = _free_port()
+    # --port 0: serve binds a port the kernel picks and writes it to <data-dir>/http.port
+    port_file = data / HTTP_PORT_FILE
     log = tmp_path / "serve.log"
     with log.open("wb") as log_file:
         server = subprocess.Popen(
@@ -98,7 +93,7 @@ def test_a_plugin_with_its_own_dependency_is_installed_served_and_remembers(
                 _bin(host_env, "agentrunner"),
                 "serve",
                 "--port",
-                str(port),
+                "0",
                 "--data-dir",
                 str(data),
                 "--config",
@@ -110,15 +105,15 @@ def test_a_plugin_with_its_own_dependency_is_installed_served_and_remembers(
             env=env,
             cwd=tmp_path,
         )
-    base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + _START_TIMEOUT
         while True:
             assert server.poll() is None, f"serve exited early:\n{log.read_text()}"
             try:
+                base = f"http://127.0.0.1:{int(port_file.read_text(encoding='utf-8'))}"
                 if httpx.get(f"{base}/readyz", timeout=2).status_code == 200:
                     break
-            except httpx.TransportError:
+            except (OSError, ValueError, httpx.TransportError):  # no port file yet: not listening yet
                 pass
             assert time.monotonic() < deadline, f"serve did not become ready:\n{log.read_text()}"
             time.sleep(0.1)
