@@ -231,13 +231,13 @@ async def test_rlimits_apply_to_the_cli(tmp_path: Path) -> None:
     assert (tmp_path / "record.json").is_file()
 
 
-async def test_a_run_cancelled_while_the_prompt_is_written_leaves_no_cli_behind(tmp_path: Path) -> None:
-    """Cancelled inside ``async with`` entry (the CLI is not reading its prompt yet): the CLI is killed and
-    reaped there. Before, the body never ran, so nothing ended the process, and its transport was later
-    collected with the CLI still running, which asyncio reports as a ResourceWarning."""
+async def _enter_with_a_blocked_prompt(
+    tmp_path: Path, then: str
+) -> tuple[HarnessProcess, asyncio.Task[None], int]:
+    """Start a CLI that writes its pid and then runs *then* (Python), with a prompt larger than a pipe buffer,
+    inside ``async with`` entry; return once the write is blocked in it."""
     pid_file = tmp_path / "cli.pid"
-    # The CLI never reads stdin, and the prompt is larger than a pipe buffer: writing it blocks.
-    script = f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(600)"
+    script = f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid()))\n{then}"
     process = HarnessProcess(
         [sys.executable, "-c", script], cwd=tmp_path, env={"PATH": "/usr/bin:/bin"}, stdin=b"x" * (4 << 20)
     )
@@ -248,22 +248,38 @@ async def test_a_run_cancelled_while_the_prompt_is_written_leaves_no_cli_behind(
 
     task = asyncio.create_task(enter())
     # Both: the CLI says it started, and create_subprocess_exec has returned (the child runs before asyncio
-    # has connected its pipes; a cancel there is asyncio's to clean up, and this test is about the write).
-    # With the process object set, nothing awaits before the blocked write, so the cancel lands in it.
+    # has connected its pipes; a cancel there is asyncio's to clean up, and these tests are about the write).
+    # With the process object set, nothing awaits before the blocked write, so a cancel lands in it.
     while process._proc is None or not pid_file.exists() or not pid_file.read_text():  # noqa: ASYNC110
         await asyncio.sleep(0.01)
-    pid = int(pid_file.read_text())
+    return process, task, int(pid_file.read_text())
+
+
+async def _cancel_and_expect_reaped(process: HarnessProcess, task: asyncio.Task[None], pid: int) -> None:
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):  # noqa: PT011 - a cancellation has no message
+        await task
+    assert process.returncode is not None, "the CLI was reaped before the cancellation went on"
+    assert not pid_alive(pid)
+    gc.collect()  # a transport of a live process would warn here (filterwarnings=error)
+
+
+async def _kill_if_left(process: HarnessProcess, pid: int) -> None:
+    if pid_alive(pid):  # only when the assertions failed: do not leave it for the loop's close
+        os.kill(pid, signal.SIGKILL)
+        await asyncio.wait_for(process.wait(), 60)
+
+
+async def test_a_run_cancelled_while_the_prompt_is_written_leaves_no_cli_behind(tmp_path: Path) -> None:
+    """Cancelled inside ``async with`` entry (the CLI is not reading its prompt yet): the CLI is killed and
+    reaped there. Before, the body never ran, so nothing ended the process, and its transport was later
+    collected with the CLI still running, which asyncio reports as a ResourceWarning."""
+    # The CLI never reads stdin: writing the prompt blocks.
+    process, task, pid = await _enter_with_a_blocked_prompt(tmp_path, "time.sleep(600)")
     try:
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):  # noqa: PT011 - a cancellation has no message
-            await task
-        assert process.returncode is not None, "the CLI was reaped before the cancellation went on"
-        assert not pid_alive(pid)
-        gc.collect()  # a transport of a live process would warn here (filterwarnings=error)
+        await _cancel_and_expect_reaped(process, task, pid)
     finally:
-        if pid_alive(pid):  # only when the assertions above failed: do not leave it for the loop's close
-            os.kill(pid, signal.SIGKILL)
-            await asyncio.wait_for(process.wait(), 60)
+        await _kill_if_left(process, pid)
 
 
 async def test_a_cancel_as_the_cli_closes_its_stdin_mid_prompt_stays_a_cancellation(tmp_path: Path) -> None:
@@ -271,25 +287,13 @@ async def test_a_cancel_as_the_cli_closes_its_stdin_mid_prompt_stays_a_cancellat
     same turn of the loop: the run ends cancelled and the CLI is reaped. Before, the write's cleanup aborted the
     already-closed pipe, and asyncio's AttributeError (``'NoneType' object has no attribute '_remove_reader'``)
     replaced the cancellation (seen in the codex conformance check under load)."""
-    pid_file, close_now = tmp_path / "cli.pid", tmp_path / "close-now"
-    script = (
-        f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
-        f"while not os.path.exists({str(close_now)!r}): time.sleep(0.01)\n"
-        "os.close(0); time.sleep(600)"
+    close_now = tmp_path / "close-now"
+    process, task, pid = await _enter_with_a_blocked_prompt(
+        tmp_path,
+        f"while not os.path.exists({str(close_now)!r}): time.sleep(0.01)\nos.close(0); time.sleep(600)",
     )
-    process = HarnessProcess(
-        [sys.executable, "-c", script], cwd=tmp_path, env={"PATH": "/usr/bin:/bin"}, stdin=b"x" * (4 << 20)
-    )
-
-    async def enter() -> None:
-        async with process:
-            pytest.fail("the prompt cannot have been written")
-
-    task = asyncio.create_task(enter())
-    while process._proc is None or not pid_file.exists() or not pid_file.read_text():  # noqa: ASYNC110
-        await asyncio.sleep(0.01)
-    pid = int(pid_file.read_text())
     try:
+        assert process._proc is not None
         stdin = process._proc.stdin
         assert stdin is not None
         close_now.touch()
@@ -297,12 +301,6 @@ async def test_a_cancel_as_the_cli_closes_its_stdin_mid_prompt_stays_a_cancellat
         # blocked drain hears of it.
         while not stdin.transport.is_closing():  # noqa: ASYNC110 - nothing signals it; poll turn by turn
             await asyncio.sleep(0)
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):  # noqa: PT011 - a cancellation has no message
-            await task
-        assert process.returncode is not None and not pid_alive(pid)
-        gc.collect()
+        await _cancel_and_expect_reaped(process, task, pid)
     finally:
-        if pid_alive(pid):
-            os.kill(pid, signal.SIGKILL)
-            await asyncio.wait_for(process.wait(), 60)
+        await _kill_if_left(process, pid)
