@@ -4,7 +4,10 @@ to repeat that order."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
 import pytest
+from pg_databases import temporary_pg_database
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
@@ -13,3 +16,11 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
     seed = config.getoption("randomly_seed", default=None)
     if isinstance(seed, int):
         terminalreporter.write_line(f"random order: rerun it with -p randomly --randomly-seed={seed}")
+
+
+@pytest.fixture
+async def pg_database() -> AsyncIterator[str]:
+    """The URL of a PostgreSQL database created for the test and dropped afterwards (a skip without
+    ``AGENTRUNNER_TEST_PG_URL``)."""
+    async with temporary_pg_database() as url:
+        yield url

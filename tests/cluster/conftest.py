@@ -3,8 +3,6 @@ database per test, reached with ``AGENTRUNNER_TEST_PG_URL``)."""
 
 from __future__ import annotations
 
-import os
-import uuid
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
@@ -13,57 +11,9 @@ import pytest
 from agentrunner_host.config import Settings, load_settings
 from agentrunner_host.http import create_app
 from agentrunner_host.service import HostService
-from agentrunner_host.stores.engine import create_engine
-from sqlalchemy import text
-from sqlalchemy.engine import make_url
+from pg_databases import temporary_pg_database
 
 HostSettings = Callable[..., Settings]
-
-
-def pg_base_url() -> str:
-    """The test cluster's URL, or a skip (a failure when ``AGENTRUNNER_REQUIRE_PG=1``)."""
-    base = os.environ.get("AGENTRUNNER_TEST_PG_URL")
-    if not base:
-        if os.environ.get("AGENTRUNNER_REQUIRE_PG") == "1":
-            pytest.fail("AGENTRUNNER_REQUIRE_PG=1 but AGENTRUNNER_TEST_PG_URL is not set")
-        pytest.skip("PostgreSQL leg skipped: AGENTRUNNER_TEST_PG_URL is not set (source .ci/postgres.sh)")
-    return base
-
-
-async def create_pg_database() -> str:
-    """A new, empty database on the test cluster; returns its URL."""
-    base = pg_base_url()
-    name = f"mh_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(base)
-    try:
-        async with admin.connect() as conn:
-            await conn.execution_options(isolation_level="AUTOCOMMIT")
-            await conn.execute(text(f'CREATE DATABASE "{name}"'))
-    finally:
-        await admin.dispose()
-    return make_url(base).set(database=name).render_as_string(hide_password=False)
-
-
-async def drop_pg_database(url: str) -> None:
-    """Drop a database made by :func:`create_pg_database` (connections still open are closed)."""
-    name = make_url(url).database
-    admin = create_engine(pg_base_url())
-    try:
-        async with admin.connect() as conn:
-            await conn.execution_options(isolation_level="AUTOCOMMIT")
-            await conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-    finally:
-        await admin.dispose()
-
-
-@pytest.fixture
-async def pg_database() -> AsyncIterator[str]:
-    """The URL of a PostgreSQL database created for the test and dropped afterwards."""
-    url = await create_pg_database()
-    try:
-        yield url
-    finally:
-        await drop_pg_database(url)
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
@@ -72,11 +22,8 @@ async def shared_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIte
     if request.param == "sqlite":
         yield f"sqlite+aiosqlite:///{tmp_path / 'shared.db'}"
         return
-    url = await create_pg_database()
-    try:
+    async with temporary_pg_database() as url:
         yield url
-    finally:
-        await drop_pg_database(url)
 
 
 @pytest.fixture

@@ -27,9 +27,9 @@ import httpx
 import pytest
 import yaml
 from httpx_sse import connect_sse
+from pg_databases import create_pg_database, drop_pg_database
 from sqlalchemy.engine import make_url
 
-from .conftest import create_pg_database, drop_pg_database
 from .processes import free_port, sql, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.timeout(600)]

@@ -20,8 +20,8 @@ import httpx
 import pytest
 from agentrunner.wire.websocket import TOKEN_ENV
 from httpx_sse import connect_sse
+from pg_databases import create_pg_database, drop_pg_database
 
-from .conftest import create_pg_database, drop_pg_database
 from .processes import ServeProcess, free_port, host_id, serve_process, sql, until_ready, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.timeout(600)]

@@ -3,7 +3,6 @@ safe query tokenising and optional reranking through the fake OpenAI-compatible 
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -24,9 +23,9 @@ from agentrunner_host.providers.knowledge import (
 from agentrunner_host.providers.llm import ModelConfig, OpenAICompatibleModels
 from agentrunner_host.stores.engine import create_engine, default_sqlite_url
 from fakes_openai import FakeOpenAIServer
+from pg_databases import pg_base_url
 from sqlalchemy import text
 
-PG_URL_ENV = "AGENTRUNNER_TEST_PG_URL"
 ACCESS = RunAccess(
     run_id="run-1",
     runner_id="plugin:test/fake/default",
@@ -64,15 +63,6 @@ Logs are written to the data directory.
 """
 
 
-def _pg_url() -> str:
-    url = os.environ.get(PG_URL_ENV)
-    if not url:
-        if os.environ.get("AGENTRUNNER_REQUIRE_PG") == "1":
-            pytest.fail(f"AGENTRUNNER_REQUIRE_PG=1 but {PG_URL_ENV} is not set: the PostgreSQL leg must run")
-        pytest.skip(f"PostgreSQL leg skipped: {PG_URL_ENV} is not set (source .ci/postgres.sh to run it)")
-    return url
-
-
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 async def index(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[KnowledgeIndex]:
     """A prepared index on SQLite (its own file) or on a private PostgreSQL schema."""
@@ -85,7 +75,7 @@ async def index(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
             await opened.aclose()
             await host_engine.dispose()
         return
-    url = _pg_url()
+    url = pg_base_url()
     schema = f"kb_{uuid.uuid4().hex[:16]}"
     admin = create_engine(url)
     try:

@@ -15,7 +15,6 @@ import contextlib
 import os
 import sys
 import time
-import uuid
 from collections.abc import AsyncGenerator, AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -28,9 +27,7 @@ from agentrunner.wire.websocket import TOKEN_ENV
 from agentrunner_host.runtime import RemoteRuntimeServer
 from agentrunner_host.runtime.inprocess import InProcessConnection
 from agentrunner_host.service import HostService
-from agentrunner_host.stores.engine import create_engine
-from sqlalchemy import text
-from sqlalchemy.engine import make_url
+from pg_databases import temporary_pg_database
 
 from .conftest import SettingsFactory, client_for
 
@@ -60,29 +57,8 @@ async def engine_env(request: pytest.FixtureRequest) -> AsyncIterator[dict[str, 
     if request.param == "sqlite":
         yield {}
         return
-    base = os.environ.get("AGENTRUNNER_TEST_PG_URL")
-    if not base:
-        if os.environ.get("AGENTRUNNER_REQUIRE_PG") == "1":
-            pytest.fail("AGENTRUNNER_REQUIRE_PG=1 but AGENTRUNNER_TEST_PG_URL is not set")
-        pytest.skip(
-            "PostgreSQL leg skipped: AGENTRUNNER_TEST_PG_URL is not set (source .ci/postgres.sh to run it)"
-        )
-    name = f"audit_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(base)
-    try:
-        async with admin.connect() as conn:
-            await conn.execution_options(isolation_level="AUTOCOMMIT")
-            await conn.execute(text(f'CREATE DATABASE "{name}"'))
-        yield {
-            "AGENTRUNNER_DATABASE_URL": make_url(base)
-            .set(database=name)
-            .render_as_string(hide_password=False)
-        }
-        async with admin.connect() as conn:
-            await conn.execution_options(isolation_level="AUTOCOMMIT")
-            await conn.execute(text(f'DROP DATABASE "{name}" WITH (FORCE)'))
-    finally:
-        await admin.dispose()
+    async with temporary_pg_database() as url:
+        yield {"AGENTRUNNER_DATABASE_URL": url}
 
 
 @contextlib.asynccontextmanager

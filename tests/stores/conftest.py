@@ -13,7 +13,6 @@ the migration tests.
 from __future__ import annotations
 
 import asyncio
-import os
 import shutil
 import uuid
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
@@ -26,21 +25,11 @@ from agentrunner_host.facts_api import PullAPI
 from agentrunner_host.stores import HostStores
 from agentrunner_host.stores.engine import DATABASE_FILE_NAME, create_engine, default_sqlite_url, upgrade
 from agentrunner_host.stores.tables import Base
+from pg_databases import pg_base_url
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-PG_URL_ENV = "AGENTRUNNER_TEST_PG_URL"
-REQUIRE_PG_ENV = "AGENTRUNNER_REQUIRE_PG"
 CURSOR_KEY = b"test-cursor-key-0123456789abcdef"
-
-
-def _pg_url() -> str:
-    url = os.environ.get(PG_URL_ENV)
-    if not url:
-        if os.environ.get(REQUIRE_PG_ENV) == "1":
-            pytest.fail(f"{REQUIRE_PG_ENV}=1 but {PG_URL_ENV} is not set: the PostgreSQL leg must run")
-        pytest.skip(f"PostgreSQL leg skipped: {PG_URL_ENV} is not set (source .ci/postgres.sh to run it)")
-    return url
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
@@ -53,7 +42,7 @@ async def raw_engine(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIte
         finally:
             await engine.dispose()
         return
-    url = _pg_url()
+    url = pg_base_url()
     schema = f"t_{uuid.uuid4().hex[:16]}"
     admin = create_engine(url)
     try:
@@ -96,7 +85,7 @@ def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def pg_schema() -> Iterator[str]:
     """A PostgreSQL schema migrated to head, shared by the session and dropped at its end."""
-    url = _pg_url()
+    url = pg_base_url()
     schema = f"s_{uuid.uuid4().hex[:16]}"
 
     async def create() -> None:
@@ -137,7 +126,7 @@ async def engine(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterato
     else:
         schema: str = request.getfixturevalue("pg_schema")
         engine = create_engine(
-            _pg_url(), connect_args={"server_settings": {"search_path": schema}}, pool_size=10
+            pg_base_url(), connect_args={"server_settings": {"search_path": schema}}, pool_size=10
         )
         tables = ", ".join(f'"{table.name}"' for table in Base.metadata.sorted_tables)
         async with engine.begin() as conn:
