@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
-from agentrunner_host.cli import HTTP_PORT_FILE
+from agentrunner_host.cli import HTTP_PORT_FILE, RUNTIME_PORT_FILE
 from agentrunner_host.stores.engine import create_engine
 from sqlalchemy import text
 
@@ -51,6 +51,12 @@ class ServeProcess:
     def port(self) -> int:
         """The HTTP port the child listens on (it has written it: call :func:`until_ready` first)."""
         return int(self.port_file.read_text(encoding="utf-8"))
+
+    @property
+    def runtime_port(self) -> int:
+        """The port of its ``[runtime_server]`` endpoint (configured with ``port = 0``: the kernel picked it);
+        written before the HTTP port, so readable once :func:`until_ready` returned."""
+        return int((self.port_file.parent / RUNTIME_PORT_FILE).read_text(encoding="utf-8"))
 
     @property
     def base(self) -> str:

@@ -22,7 +22,7 @@ from agentrunner.wire.websocket import TOKEN_ENV
 from httpx_sse import connect_sse
 from pg_databases import create_pg_database, drop_pg_database
 
-from .processes import ServeProcess, free_port, host_id, serve_process, sql, until_ready, wait_for
+from .processes import ServeProcess, host_id, serve_process, sql, until_ready, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.timeout(600)]
 
@@ -34,11 +34,12 @@ TOKEN_VARIABLE = "TESTS_ECHO_RUNTIME_TOKEN"
 class _Cluster:
     url: str
     hosts: dict[str, ServeProcess]
-    runtime_ports: dict[str, int]
     token: str
 
 
-def _config(name: str, runtime_port: int) -> str:
+def _config(name: str) -> str:
+    # runtime_server.port = 0: each endpoint binds a port the kernel picks (serve writes it to its data
+    # directory), so no port is picked here and released for another process to take
     return f"""
 [cluster]
 host_name = "machine-{name}"
@@ -46,7 +47,7 @@ heartbeat_seconds = 0.5
 lease_seconds = 8
 
 [runtime_server]
-port = {runtime_port}
+port = 0
 connect_timeout_seconds = 30
 
 [[runtime_server.plugins]]
@@ -60,18 +61,17 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[_Cluster]:
     url = asyncio.run(create_pg_database())
     token = secrets.token_hex(24)
     home = tmp_path_factory.mktemp("remote")
-    ports = {name: free_port() for name in "ab"}
     try:
         with ExitStack() as stack:
             hosts = {
                 name: stack.enter_context(
-                    serve_process(home, name, url, _config(name, ports[name]), env={TOKEN_VARIABLE: token})
+                    serve_process(home, name, url, _config(name), env={TOKEN_VARIABLE: token})
                 )
                 for name in "ab"
             }
             for host in hosts.values():
                 until_ready(host)
-            yield _Cluster(url, hosts, ports, token)
+            yield _Cluster(url, hosts, token)
     finally:
         asyncio.run(drop_pg_database(url))
 
@@ -124,7 +124,7 @@ def test_a_runtime_attached_to_b_serves_an_event_posted_to_a_and_is_cancelled_th
     A reaches B as a stored request and ends the run on B's runtime."""
     a, b = cluster.hosts["a"], cluster.hosts["b"]
     b_id = host_id(cluster.url, "machine-b")
-    runtime = _runtime(cluster.runtime_ports["b"], cluster.token)
+    runtime = _runtime(b.runtime_port, cluster.token)
     try:
         attached = "SELECT host_id FROM runtime_attachments WHERE plugin_id = 'tests/echo'"
         wait_for("the runtime to attach to b", lambda: sql(cluster.url, attached) == [(b_id,)])
@@ -172,7 +172,7 @@ def test_a_runtime_attached_to_b_serves_an_event_posted_to_a_and_is_cancelled_th
 
 def test_a_runtime_with_a_wrong_token_is_refused_by_serve(cluster: _Cluster) -> None:
     """The endpoint ``serve`` starts answers 401 to a runtime without the plugin's token, and it exits."""
-    runtime = _runtime(cluster.runtime_ports["a"], "not-the-token-" + secrets.token_hex(8))
+    runtime = _runtime(cluster.hosts["a"].runtime_port, "not-the-token-" + secrets.token_hex(8))
     try:
         assert runtime.wait(timeout=120) != 0
     finally:

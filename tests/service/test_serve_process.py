@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import io
 import os
+import secrets
 import signal
-import socket
 import subprocess
 import sys
 import time
-from collections.abc import Generator
+from collections.abc import Generator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 import pytest
 from agentrunner import codec as json
-from agentrunner_host.cli import EXIT_OK, HTTP_PORT_FILE, cli
+from agentrunner_host.cli import EXIT_OK, HTTP_PORT_FILE, RUNTIME_PORT_FILE, cli
 from httpx_sse import connect_sse
 
 pytestmark = pytest.mark.slow
@@ -24,35 +24,23 @@ pytestmark = pytest.mark.slow
 _START_TIMEOUT = 60.0
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @contextmanager
-def serving(data_dir: Path, log: Path) -> Generator[str]:
-    """Start ``python -m agentrunner_host.cli serve --port 0`` and yield its base URL (the port it bound, read
-    from the port file it writes in its data directory); stop it with SIGTERM and check it exits 0 and removed
-    the port file (no orphan is left even when the test fails)."""
+def serving(
+    data_dir: Path, log: Path, *, config: Path | None = None, env: Mapping[str, str] | None = None
+) -> Generator[str]:
+    """Start ``python -m agentrunner_host.cli serve --port 0`` (with the file *config* and the variables *env*,
+    when given) and yield its base URL (the port it bound, read from the port file it writes in its data
+    directory); stop it with SIGTERM and check it exits 0 and removed the port file (no orphan is left even
+    when the test fails)."""
     port_file = data_dir / HTTP_PORT_FILE
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTRUNNER_")}
+    child_env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTRUNNER_")}
+    child_env.update(env or {})
+    args = [sys.executable, "-m", "agentrunner_host.cli", "serve", "--port", "0", "--data-dir", str(data_dir)]
+    if config is not None:
+        args += ["--config", str(config)]
     with log.open("ab") as log_file:
         process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "agentrunner_host.cli",
-                "serve",
-                "--port",
-                "0",
-                "--data-dir",
-                str(data_dir),
-            ],
-            stdin=subprocess.DEVNULL,
-            stdout=log_file,
-            stderr=subprocess.STDOUT,
-            env=env,
+            args, stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT, env=child_env
         )
     try:
         deadline = time.monotonic() + _START_TIMEOUT
@@ -116,3 +104,34 @@ def test_serve_with_port_0_binds_a_port_of_its_own_and_reports_it(tmp_path: Path
         assert port != 0 and base == f"http://127.0.0.1:{port}"
         assert f"agentrunner serve: listening on http://127.0.0.1:{port}\n" in log.read_text()
         assert httpx.get(f"{base}/healthz", timeout=30).status_code == 200
+        # no [[runtime_server.plugins]]: no remote-runtime endpoint, so no port of it to report
+        assert not (data_dir / RUNTIME_PORT_FILE).exists()
+
+
+def test_serve_writes_the_port_its_runtime_endpoint_bound_with_port_0_and_removes_it_on_exit(
+    tmp_path: Path,
+) -> None:
+    """``runtime_server.port = 0``: the remote-runtime endpoint binds a port the kernel picks, ``serve`` writes
+    it to ``<data-dir>/runtime.port`` before it listens on HTTP, the endpoint answers there (401 without the
+    plugin's token), and the file is gone once ``serve`` stopped."""
+    config = tmp_path / "agentrunner.toml"
+    config.write_text(
+        """
+[runtime_server]
+port = 0
+
+[[runtime_server.plugins]]
+plugin_id = "tests/echo"
+token_env = "TESTS_RUNTIME_TOKEN"
+""",
+        encoding="utf-8",
+    )
+    data_dir = tmp_path / "data"
+    runtime_port_file = data_dir / RUNTIME_PORT_FILE
+    env = {"TESTS_RUNTIME_TOKEN": secrets.token_urlsafe(32)}
+    with serving(data_dir, tmp_path / "serve.log", config=config, env=env) as base:
+        port = int(runtime_port_file.read_text(encoding="utf-8"))
+        assert port != 0 and f"127.0.0.1:{port}" != base.removeprefix("http://")
+        refused = httpx.get(f"http://127.0.0.1:{port}/", timeout=30)
+        assert refused.status_code == 401 and "runtime token" in refused.text
+    assert not runtime_port_file.exists()

@@ -54,13 +54,25 @@ from agentrunner_host.config import (
 from agentrunner_host.definitions import AgentConfig, AgentEventEnvelope, BindingScope
 from agentrunner_host.errors import HostError
 
-__all__ = ["EXIT_FAILURE", "EXIT_OK", "EXIT_USAGE", "HTTP_PORT_FILE", "build_parser", "cli", "cli_exit"]
+__all__ = [
+    "EXIT_FAILURE",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "HTTP_PORT_FILE",
+    "RUNTIME_PORT_FILE",
+    "build_parser",
+    "cli",
+    "cli_exit",
+]
 
 EXIT_OK: Final = 0
 EXIT_FAILURE: Final = 1
 EXIT_USAGE: Final = 2
 HTTP_PORT_FILE: Final = "http.port"
 """File in the data directory holding the port ``serve`` listens on, while it does (useful with ``--port 0``)."""
+RUNTIME_PORT_FILE: Final = "runtime.port"
+"""File in the data directory holding the port of the ``[runtime_server]`` endpoint, while ``serve`` listens on it
+(useful with ``runtime_server.port = 0``); absent when no plugin is configured for it."""
 
 log = logging.getLogger("agentrunner.cli")
 
@@ -343,6 +355,13 @@ def _harden_process(settings: Settings) -> None:
             log.info("removed %d secret variable(s) from the host's environment: %s", len(removed), removed)
 
 
+def _write_port(path: Path, port: int) -> None:
+    """Write *port* to *path* whole, then rename it into place, so a reader never sees half a number."""
+    partial = path.with_suffix(".tmp")
+    partial.write_text(f"{port}\n", encoding="utf-8")
+    partial.replace(path)
+
+
 def _cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
     settings = _settings(args, http_host=args.host, http_port=args.port)
     settings.require_token_for_bind()
@@ -352,14 +371,14 @@ def _cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
     from agentrunner_host.service import HostService
 
     port_file = settings.data_dir / HTTP_PORT_FILE
-    port_file.unlink(missing_ok=True)  # a previous serve's port must not be read as this one's
+    runtime_port_file = settings.data_dir / RUNTIME_PORT_FILE
+    # a previous serve's ports must not be read as this one's
+    port_file.unlink(missing_ok=True)
+    runtime_port_file.unlink(missing_ok=True)
 
     def listening(port: int) -> None:
-        # --port 0 binds a port the kernel picks: say which, on stdout and in the data directory (written
-        # whole, then renamed, so a reader never sees half a number)
-        partial = port_file.with_suffix(".tmp")
-        partial.write_text(f"{port}\n", encoding="utf-8")
-        partial.replace(port_file)
+        # --port 0 binds a port the kernel picks: say which, on stdout and in the data directory
+        _write_port(port_file, port)
         host = settings.http_host
         shown = f"[{host}]" if ":" in host else host
         print(f"agentrunner serve: listening on http://{shown}:{port}", file=out, flush=True)
@@ -367,6 +386,9 @@ def _cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
     async def main() -> None:
         async with HostService.open(settings) as service:
             try:
+                if service.runtime_server is not None:
+                    # before the HTTP port: a reader that waited for /readyz finds this one written too
+                    _write_port(runtime_port_file, service.runtime_server.port)
                 await serve(
                     service,
                     host=settings.http_host,
@@ -378,6 +400,7 @@ def _cmd_serve(args: argparse.Namespace, out: TextIO) -> int:
                 )
             finally:
                 port_file.unlink(missing_ok=True)
+                runtime_port_file.unlink(missing_ok=True)
 
     try:
         asyncio.run(main())
