@@ -11,23 +11,12 @@ from collections.abc import Callable
 import pytest
 from agentrunner import AgentInput
 from agentrunner_host.definitions import AgentEventEnvelope
-from agentrunner_host.service import HostService
 from agentrunner_host.stores import RunStart, StartFacts, StartReads
-from service.fakes import GATED_RUNNER_ID, FakeGatedRunner, install_fakes
 
-from .conftest import HostSettings, client_for
+from .conftest import HostSettings
+from .gated import assert_ended_cancelled, cancel_through, gated_hosts, until
 
 pytestmark = [pytest.mark.timeout(300)]
-
-_WAIT = 120.0
-
-
-async def _until(what: str, check: Callable[[], bool]) -> None:
-    """Wait (generously) for a condition the service changes on its own event loop."""
-    async with asyncio.timeout(_WAIT):
-        while not check():  # noqa: ASYNC110 - the condition has no event of its own
-            await asyncio.sleep(0.01)
-    assert check(), what
 
 
 async def test_a_cancel_taken_between_a_runs_committed_start_and_its_registration_ends_the_run(
@@ -37,18 +26,8 @@ async def test_a_cancel_taken_between_a_runs_committed_start_and_its_registratio
     A's orchestrator does not hold it yet). B cancels it: a stored request A takes at once. Once A's start
     goes on, the run ends ``cancelled`` instead of running on (without the kept cancel it ran until its
     runner finished: the request row was deleted when taken)."""
-    runner = FakeGatedRunner()
-    async with (
-        HostService.open(host_settings("a", shared_url)) as a,
-        HostService.open(host_settings("b", shared_url)) as b,
-        client_for(b) as client_b,
-    ):
-        install_fakes(a, runner)
-        install_fakes(b, FakeGatedRunner())
-        agent = {"agent_id": "gated", "runner_id": GATED_RUNNER_ID}
-        assert (await client_b.post("/v1/agents", json=agent)).status_code == 201
-        await a.reload_definitions()
-
+    async with gated_hosts(host_settings, shared_url) as hosts:
+        a, b = hosts.a, hosts.b
         committed = asyncio.Event()
         release = asyncio.Event()
         start_run = a.stores.start_run
@@ -72,15 +51,11 @@ async def test_a_cancel_taken_between_a_runs_committed_start_and_its_registratio
         assert run_id is not None
         assert a.host.orchestrator.handle(run_id) is None  # committed, not registered
 
-        cancel = await client_b.post(f"/v1/runs/{run_id}/cancel")
-        assert cancel.status_code == 202, cancel.text
-        assert cancel.json()["cancelled"] is True
+        await cancel_through(hosts.client_b, run_id)
 
-        await _until("A to take the cancel request", lambda: a.requests_taken == 1)
+        await until("A to take the cancel request", lambda: a.requests_taken == 1)
         release.set()
         feed = await submitting
-        outcome = await asyncio.wait_for(feed.outcome(), _WAIT)
-        assert outcome.status == "failed" and outcome.code == "cancelled"
-        assert not runner.gate.is_set()  # ended by the cancel, not by its runner
-        status = (await client_b.get(f"/v1/runs/{run_id}")).json()
-        assert status["status"] == "failed" and status["code"] == "cancelled"
+        assert feed.run_id == run_id
+        await assert_ended_cancelled(feed, hosts.client_b)
+        assert not hosts.runner.gate.is_set()  # ended by the cancel, not by its runner
