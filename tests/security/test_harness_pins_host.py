@@ -11,18 +11,16 @@ test_harness_skill_pins.py); :func:`agentrunner_harness.check_pinned_config` is 
 from __future__ import annotations
 
 import sys
-import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
-from agentrunner import AgentInput, DeliveryContext
 from agentrunner import codec as json
 from agentrunner_harness import parse_skills, skill_digest
 from agentrunner_host.config import load_settings
-from agentrunner_host.definitions import AgentEventEnvelope
 from agentrunner_host.harness import NOT_PINNED_CODE
 from agentrunner_host.service import HostService
+from service.agent_runs import api_event, run_to_end
 
 STUB_CLI = Path(__file__).resolve().parents[1] / "harness" / "harness_stub_cli.py"
 
@@ -76,17 +74,7 @@ async def _run(tmp_path: Path, extra: dict[str, Any]) -> tuple[str, str | None, 
         _toml(tmp_path, extra), environ={"AGENTRUNNER_DATA_DIR": str(tmp_path / "data")}, cwd=tmp_path
     )
     async with HostService.open(settings) as service:
-        event = AgentEventEnvelope(
-            event_id="evt_" + uuid.uuid4().hex,
-            event_type="message.received",
-            source="api",
-            conversation_id="pins",
-            input=AgentInput(text="go"),
-            delivery=DeliveryContext(surface="api"),
-        )
-        feed = await service.submit(event)
-        _ = [item async for item in service.follow(feed.run_id)]
-        outcome = await feed.outcome()
+        outcome = (await run_to_end(service, api_event("pins"))).outcome
     return outcome.status, outcome.code, outcome.message
 
 

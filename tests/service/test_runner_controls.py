@@ -14,14 +14,12 @@ from typing import Any, ClassVar
 import httpx
 import pytest
 from agentrunner import (
-    AgentInput,
     AgentRunAPI,
     AgentRunContext,
     AgentRunner,
     AgentRunnerManifest,
     AgentRunnerPermissions,
     AgentRunResult,
-    DeliveryContext,
     DynamicFormItemSchema,
     I18nObject,
     UnauthorizedError,
@@ -30,10 +28,10 @@ from agentrunner import codec as json
 from agentrunner_host.access import ConversationKey
 from agentrunner_host.cli import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, cli
 from agentrunner_host.config import ECHO_RUNNER_ID
-from agentrunner_host.definitions import AgentConfig, AgentEventEnvelope
 from agentrunner_host.errors import RunnerDisabledError
 from agentrunner_host.service import HostService
 
+from .agent_runs import api_event, put_agent, run_to_end
 from .conftest import SettingsFactory, client_for
 from .fakes import FAKE_PLUGIN, install_fakes
 
@@ -68,17 +66,6 @@ class FakeAuditedRunner(AgentRunner):
 
 def _event(text: str = "hello") -> dict[str, Any]:
     return {"conversation_id": "c-" + uuid.uuid4().hex[:8], "input": {"text": text}}
-
-
-def _envelope() -> AgentEventEnvelope:
-    return AgentEventEnvelope(
-        event_id="evt_" + uuid.uuid4().hex,
-        event_type="message.received",
-        source="api",
-        conversation_id="audit-conv",
-        input=AgentInput(text="go"),
-        delivery=DeliveryContext(surface="api"),
-    )
 
 
 async def _cli(*argv: str) -> tuple[int, str]:
@@ -126,14 +113,10 @@ async def test_a_disabled_runner_is_refused_with_the_reason_and_listed_until_ena
 async def test_the_switch_also_stops_events_sent_to_an_agent_directly(service: HostService) -> None:
     """An event addressed to an agent (``agentrunner chat --agent``) is refused the same way."""
     install_fakes(service, FakeAuditedRunner())
-    service.apply_bindings(
-        await service.directory.put_agent(
-            AgentConfig(agent_id="audited", runner_id=AUDITED_RUNNER_ID), create=True
-        )
-    )
+    await put_agent(service, "audited", AUDITED_RUNNER_ID)
     await service.disable_runner(AUDITED_RUNNER_ID, reason="maintenance")
     with pytest.raises(RunnerDisabledError, match="maintenance"):
-        await service.submit(_envelope(), agent_id="audited")
+        await service.submit(api_event("audit-conv"), agent_id="audited")
 
 
 async def test_the_switch_routes_take_a_percent_encoded_runner_id_and_refuse_bad_ones(
@@ -257,17 +240,12 @@ async def test_the_audit_query_returns_exactly_the_calls_made(
     """Each back-call of a run is one audit record with its decision, in call order; the filters (run,
     runner, plugin, action, outcome, time) and the cursor select and page them."""
     install_fakes(service, FakeAuditedRunner())
-    service.apply_bindings(
-        await service.directory.put_agent(
-            AgentConfig(agent_id="audited", runner_id=AUDITED_RUNNER_ID), create=True
-        )
-    )
+    await put_agent(service, "audited", AUDITED_RUNNER_ID)
     run_ids: list[str] = []
     for _ in range(2):
-        feed = await service.submit(_envelope(), agent_id="audited")
-        assert [i.type async for i in service.follow(feed.run_id)][-1] == "run.completed"
-        await feed.outcome()
-        run_ids.append(feed.run_id)
+        ended = await run_to_end(service, api_event("audit-conv"), agent_id="audited")
+        assert ended.types[-1] == "run.completed"
+        run_ids.append(ended.run_id)
     # a run of another runner: its records are its own
     echo_run = (await client.post("/v1/events?wait=true", json=_event())).json()["run"]["run_id"]
 
@@ -333,15 +311,8 @@ async def test_agentrunner_audit_prints_the_calls_with_filters(
     data = str(tmp_path / "data")
     async with HostService.open(make_settings()) as service:
         install_fakes(service, FakeAuditedRunner())
-        service.apply_bindings(
-            await service.directory.put_agent(
-                AgentConfig(agent_id="audited", runner_id=AUDITED_RUNNER_ID), create=True
-            )
-        )
-        feed = await service.submit(_envelope(), agent_id="audited")
-        _ = [i async for i in service.follow(feed.run_id)]
-        await feed.outcome()
-        run_id = feed.run_id
+        await put_agent(service, "audited", AUDITED_RUNNER_ID)
+        run_id = (await run_to_end(service, api_event("audit-conv"), agent_id="audited")).run_id
     code, out = await _cli("audit", "--run", run_id, "--order", "asc", "--json", "--data-dir", data)
     assert code == EXIT_OK
     page = json.loads(out)
