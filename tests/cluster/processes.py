@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -20,6 +19,7 @@ from typing import Any, TypeVar
 import httpx
 from agentrunner_host.cli import HTTP_PORT_FILE, RUNTIME_PORT_FILE
 from agentrunner_host.stores.engine import create_engine
+from serve_ready import wait_until_ready
 from sqlalchemy import text
 
 T = TypeVar("T")
@@ -28,13 +28,6 @@ START_TIMEOUT = 120.0
 """Seconds a host may take to become ready on a loaded machine."""
 WAIT = 120.0
 """Generous deadline of every wait for a condition."""
-
-
-def free_port() -> int:
-    """A loopback port nobody listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass
@@ -95,16 +88,7 @@ def serve_process(
 
 def until_ready(host: ServeProcess) -> None:
     """Wait until *host* answers ``/readyz`` with 200 (fails early when it exited)."""
-    deadline = time.monotonic() + START_TIMEOUT
-    while True:
-        assert host.process.poll() is None, f"serve {host.name} exited early:\n{host.log.read_text()}"
-        try:
-            if host.port_file.exists() and httpx.get(f"{host.base}/readyz", timeout=2).status_code == 200:
-                return
-        except (httpx.TransportError, ValueError):  # ValueError: not listening yet (no port file)
-            pass
-        assert time.monotonic() < deadline, f"serve {host.name} did not become ready:\n{host.log.read_text()}"
-        time.sleep(0.1)
+    wait_until_ready(host.process, host.port_file, host.log, name=f"serve {host.name}", timeout=START_TIMEOUT)
 
 
 def wait_for(what: str, check: Callable[[], T | None]) -> T:

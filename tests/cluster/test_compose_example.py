@@ -4,8 +4,8 @@ read from the document, and each host service's command runs as a process with t
 What is replaced, and why: the ``db`` service is the test's PostgreSQL (a fresh database), each host's data
 volume a temporary directory, ``${AGENTRUNNER_API_TOKEN:?...}`` a generated token, ``pip install -q uv``
 skipped (uv runs these tests), ``UV_PROJECT_ENVIRONMENT`` the test's own synced environment (nothing is
-installed), and ``--host 0.0.0.0 --port 8420`` a loopback address with a free port per host (three
-processes on one machine; tests use loopback only). The load balancer is not run: the test sends each
+installed), and ``--host 0.0.0.0 --port 8420`` a loopback address and ``--port 0`` (three processes on
+one machine; tests use loopback only: each binds a port the kernel picks and writes it to its data volume). The load balancer is not run: the test sends each
 request to the host nginx could pick, and checks the nginx block says what SSE needs.
 """
 
@@ -26,11 +26,13 @@ from typing import Any, cast
 import httpx
 import pytest
 import yaml
+from agentrunner_host.cli import HTTP_PORT_FILE
 from httpx_sse import connect_sse
 from pg_databases import create_pg_database, drop_pg_database
+from serve_ready import wait_until_ready
 from sqlalchemy.engine import make_url
 
-from .processes import free_port, sql, wait_for
+from .processes import sql
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.timeout(600)]
 
@@ -69,8 +71,9 @@ def test_the_example_declares_one_database_three_distinct_hosts_and_a_balancer()
     assert "proxy_buffering off;" in nginx and "proxy_http_version 1.1;" in nginx
 
 
-def _serve_args(command: str, port: int) -> list[str]:
-    """The service's ``sh -c`` command without the ``pip install -q uv`` step, bound to loopback:*port*."""
+def _serve_args(command: str) -> list[str]:
+    """The service's ``sh -c`` command without the ``pip install -q uv`` step, bound to a loopback port of
+    its own (``--port 0``)."""
     argv = shlex.split(command)
     assert argv[:2] == ["sh", "-c"], argv
     steps = [step.strip() for step in argv[2].split("&&")]
@@ -79,7 +82,7 @@ def _serve_args(command: str, port: int) -> list[str]:
     assert serve[:4] == ["uv", "run", "--frozen", "agentrunner"] and serve[4] == "serve", serve
     options = serve[5:]
     assert options == ["--host", "0.0.0.0", "--port", "8420"], options
-    return [*serve[:5], "--host", "127.0.0.1", "--port", str(port)]
+    return [*serve[:5], "--host", "127.0.0.1", "--port", "0"]
 
 
 def _environment(declared: Mapping[str, str], *, database_url: str, token: str, data: Path) -> dict[str, str]:
@@ -102,27 +105,32 @@ def _environment(declared: Mapping[str, str], *, database_url: str, token: str, 
 
 @contextmanager
 def _hosts(tmp: Path, database_url: str, token: str) -> Generator[dict[str, str]]:
+    """The three host processes, each ready; their base URLs by service name."""
     services = _compose()["services"]
-    bases: dict[str, str] = {}
+    started: dict[str, tuple[subprocess.Popen[bytes], Path]] = {}
     with ExitStack() as stack:
         for name in HOSTS:
             service = services[name]
-            port = free_port()
             env = _environment(
                 service["environment"], database_url=database_url, token=token, data=tmp / name
             )
-            log = stack.enter_context((tmp / f"{name}.log").open("ab"))
-            process = subprocess.Popen(
-                _serve_args(service["command"], port),
-                cwd=ROOT if service["working_dir"] == "/src" else None,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
+            log = tmp / f"{name}.log"
+            with log.open("ab") as out:
+                process = subprocess.Popen(
+                    _serve_args(service["command"]),
+                    cwd=ROOT if service["working_dir"] == "/src" else None,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                )
             stack.callback(_stop, process)
-            bases[name] = f"http://127.0.0.1:{port}"
-        yield bases
+            started[name] = (process, log)
+        auth = _auth(token)
+        yield {
+            name: wait_until_ready(process, tmp / name / HTTP_PORT_FILE, log, headers=auth, name=name)
+            for name, (process, log) in started.items()
+        }
 
 
 def _stop(process: subprocess.Popen[bytes]) -> None:
@@ -133,13 +141,6 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
-
-
-def _ready(base: str, token: str) -> bool:
-    try:
-        return httpx.get(f"{base}/readyz", headers=_auth(token), timeout=2).status_code == 200
-    except httpx.TransportError:
-        return False
 
 
 def _auth(token: str) -> dict[str, str]:
@@ -162,8 +163,6 @@ def test_the_example_hosts_run_as_processes_and_serve_any_run_from_any_host(
     are refused; an event posted to host-a is followed to its end from host-c; all three are registered."""
     token = secrets.token_urlsafe(32)
     with _hosts(tmp_path, compose_database, token) as bases:
-        for name, base in bases.items():
-            wait_for(f"{name} to be ready (log: {tmp_path / name}.log)", lambda b=base: _ready(b, token))
         a, c = bases["host-a"], bases["host-c"]
         assert httpx.post(f"{a}/v1/events", json={"text": "x"}, timeout=30).status_code == 401
         with httpx.Client(base_url=a, headers=_auth(token), timeout=60) as client:

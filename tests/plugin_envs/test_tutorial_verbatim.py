@@ -7,15 +7,16 @@ from __future__ import annotations
 import re
 import shlex
 import signal
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 import pytest
+from agentrunner_host.cli import HTTP_PORT_FILE
+from agentrunner_host.config import load_settings
 from agentrunner_host.runtime.discovery import load_plugin_dir
+from serve_ready import wait_until_ready
 
 from .conftest import REPO
 from .support import clean_env, uv
@@ -88,19 +89,13 @@ def _step_six_block(name: str) -> str:
     return block
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.mark.timeout(1200)  # builds the wheels, installs a plugin environment, starts a server
 def test_the_tutorial_runner_is_served_by_the_host_as_step_six_says(
     tmp_path: Path, built_wheels: Path
 ) -> None:
     """Step 6's commands, run with this clone's ``agentrunner`` program (what ``./uvw run --frozen agentrunner``
-    starts) from a fresh directory, the test's paths for ``../my-echo`` and ``~/agentrunner-wheels`` and a
-    free port: the runner answers the README's curl request, and counts the turns through host state."""
+    starts) from a fresh directory, the test's paths for ``../my-echo`` and ``~/agentrunner-wheels`` and
+    ``--port 0`` (the port ``serve`` binds is read from its data directory): the runner answers the README's curl request, and counts the turns through host state."""
     project = tmp_path / "my-echo"
     for path, text in tutorial_files().items():
         target = project / path
@@ -132,29 +127,20 @@ def test_the_tutorial_runner_is_served_by_the_host_as_step_six_says(
     curl = shlex.split(_step_six_block("curl -N").strip())
     body = curl[curl.index("-d") + 1]
     assert curl[-1] == "http://127.0.0.1:8420/v1/events"
-    port = _free_port()
+    # the data directory serve uses when started there like that (the default one, as step 6 has no flag)
+    port_file = load_settings(None, environ=env, cwd=here).data_dir / HTTP_PORT_FILE
     log = tmp_path / "serve.log"
     with log.open("wb") as log_file:
         server = subprocess.Popen(
-            [program, "serve", "--port", str(port)],
+            [program, "serve", "--port", "0"],
             cwd=here,
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=log_file,
             stderr=subprocess.STDOUT,
         )
-    base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 300
-        while True:
-            assert server.poll() is None, log.read_text()
-            try:
-                if httpx.get(f"{base}/readyz", timeout=5).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, log.read_text()
-            time.sleep(0.2)
+        base = wait_until_ready(server, port_file, log, timeout=300)
         headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
         for turn in (1, 2):
             answer = httpx.post(f"{base}/v1/events", content=body, headers=headers, timeout=120).text
