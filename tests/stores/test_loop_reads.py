@@ -1,4 +1,5 @@
-"""SQLite point reads on the event loop (``stores._loop_reads``): ``state.get`` answers without a thread hop,
+"""SQLite point reads on the event loop (``stores._loop_reads``): ``state.get`` and the two reads an idle host
+polls (requests waiting for it, the definitions' version) answer without a thread hop,
 sees every commit at once (this process's and another's), and never waits for a lock: when SQLite would make
 it wait, the read goes through the async path instead."""
 
@@ -55,6 +56,32 @@ async def test_state_get_on_sqlite_takes_no_aiosqlite_round_trip(
     assert await stores.state.get(OWNER, "missing") is None
     assert hops == 0
     assert stores.loop_reads == before + 2
+
+
+async def test_the_polls_of_an_idle_host_take_no_aiosqlite_round_trip(
+    stores: HostStores, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``requests.has_pending`` and ``agents.version`` (polled four times and once a second on SQLite) are
+    answered on the loop, and see what was committed before them."""
+    _sqlite_file(stores)
+    assert await stores.agents.version() == 0
+    await stores.agents.replace(agents=[], bindings=[], expected_version=0)
+    await stores.requests.ask("host_b", "cancel", run_id="run_1")
+    hops = 0
+    original = aiosqlite.core.Connection._execute
+
+    async def counting(self: aiosqlite.core.Connection, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        nonlocal hops
+        hops += 1
+        return await original(self, fn, *args, **kwargs)
+
+    monkeypatch.setattr(aiosqlite.core.Connection, "_execute", counting)
+    before = stores.loop_reads
+    assert await stores.agents.version() == 1
+    assert await stores.requests.has_pending("host_b")
+    assert not await stores.requests.has_pending("host_c")
+    assert hops == 0
+    assert stores.loop_reads == before + 3
 
 
 async def test_a_loop_read_sees_another_connections_commit_at_once(stores: HostStores) -> None:

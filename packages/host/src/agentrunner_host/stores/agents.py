@@ -13,10 +13,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final, cast
 
-from sqlalchemy import Table, delete, insert, select, text, update
+from sqlalchemy import Table, bindparam, delete, insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ._connections import Database, now_ms
+from ._loop_reads import PointRead
 from .errors import StoreError
 from .tables import AgentDefinitionRow, BindingDefinitionRow, ChangeCounterRow
 
@@ -29,6 +30,9 @@ _COUNTER: Final = "agents"
 AGENTS: Final = cast(Table, AgentDefinitionRow.__table__)
 BINDINGS: Final = cast(Table, BindingDefinitionRow.__table__)
 COUNTERS: Final = cast(Table, ChangeCounterRow.__table__)
+_VERSION: Final = select(COUNTERS.c.version).where(COUNTERS.c.name == bindparam("name"))
+_VERSION_ON_LOOP: Final = PointRead.of(_VERSION)
+"""``version`` on the loop (see :mod:`._loop_reads`): a host on SQLite polls it every second."""
 
 
 class DefinitionsChangedError(StoreError):
@@ -54,10 +58,14 @@ class AgentStore:
         self._db = db
 
     async def version(self) -> int:
-        """The current change counter (one indexed read: what a polling host checks)."""
+        """The current change counter (one indexed read: what a polling host checks; on a SQLite file it is
+        answered on the loop's thread)."""
+        reader = self._db.loop_reader
+        rows = None if reader is None else reader.fetch(_VERSION_ON_LOOP, {"name": _COUNTER})
+        if rows is not None:
+            return int(cast(int, rows[0][0])) if rows else 0
         async with self._db.read() as conn:
-            found = await conn.execute(select(COUNTERS.c.version).where(COUNTERS.c.name == _COUNTER))
-            value = found.scalar_one_or_none()
+            value = (await conn.execute(_VERSION, {"name": _COUNTER})).scalar_one_or_none()
         return 0 if value is None else int(value)
 
     async def load(self) -> DefinitionSet:

@@ -22,10 +22,11 @@ from dataclasses import dataclass
 from typing import Final, Literal, cast
 
 from pydantic import JsonValue
-from sqlalchemy import Table, and_, delete, select, update
+from sqlalchemy import Table, and_, bindparam, delete, exists, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ._connections import Database, now_ms
+from ._loop_reads import PointRead
 from ._sql import insert_for
 from .hosts import db_now_ms
 from .tables import HostRequestRow, HostRow, RuntimeAttachmentRow
@@ -35,6 +36,13 @@ __all__ = ["HostRequest", "HostRequestStore", "RequestKind"]
 REQUESTS: Final = cast(Table, HostRequestRow.__table__)
 ATTACHMENTS: Final = cast(Table, RuntimeAttachmentRow.__table__)
 HOSTS: Final = cast(Table, HostRow.__table__)
+
+_PENDING: Final = select(
+    exists().where(REQUESTS.c.target_host == bindparam("target_host"), REQUESTS.c.claimed_at.is_(None))
+)
+_PENDING_ON_LOOP: Final = PointRead.of(_PENDING)
+"""``has_pending`` on the loop (see :mod:`._loop_reads`): an idle host polls it four times a second on SQLite,
+and through aiosqlite each poll woke its thread about five times."""
 
 RequestKind = Literal["cancel", "start"]
 """What a request asks its target to do."""
@@ -88,14 +96,14 @@ class HostRequestStore:
         return request_id
 
     async def has_pending(self, target_host: str) -> bool:
-        """Whether an untaken request waits for *target_host* (a read: the poll costs no write)."""
-        stmt = (
-            select(REQUESTS.c.request_id)
-            .where(REQUESTS.c.target_host == target_host, REQUESTS.c.claimed_at.is_(None))
-            .limit(1)
-        )
+        """Whether an untaken request waits for *target_host* (a read: the poll costs no write; on a SQLite file
+        it is answered on the loop's thread)."""
+        reader = self._db.loop_reader
+        rows = None if reader is None else reader.fetch(_PENDING_ON_LOOP, {"target_host": target_host})
+        if rows is not None:
+            return bool(rows[0][0])
         async with self._db.read() as conn:
-            return (await conn.execute(stmt)).first() is not None
+            return bool((await conn.execute(_PENDING, {"target_host": target_host})).scalar_one())
 
     async def take(self, target_host: str) -> list[HostRequest]:
         """Take every untaken request for *target_host*: cancels are deleted, starts marked claimed (each is
