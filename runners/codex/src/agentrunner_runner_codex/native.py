@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 import orjson
@@ -27,34 +28,38 @@ from pydantic import JsonValue
 __all__ = ["CodexParser"]
 
 _QUIET_ITEMS: Final = frozenset({"reasoning", "todo_list", "error", "agent_message"})
-# Codex's own file edits (apply_patch) and web searches are tool uses too: the host records each as a
-# harness.tool audit record, like a command.
-_TOOL_ITEMS: Final = frozenset({"command_execution", "mcp_tool_call", "file_change", "web_search"})
 _KNOWN: Final = frozenset({"turn.started"})
 
 
-def _tool_name(item: dict[str, Any]) -> str:
-    kind = item.get("type")
-    if kind == "mcp_tool_call":
-        return f"mcp__{item.get('server')}__{item.get('tool')}"
-    return kind if kind in ("file_change", "web_search") else "command_execution"
+def _mcp_call(item: dict[str, Any]) -> tuple[str, object]:
+    return f"mcp__{item.get('server')}__{item.get('tool')}", item.get("arguments")
 
 
-def _parameters(item: dict[str, Any]) -> object:
-    """What the tool was asked to do (the audit's ``detail`` prefers ``command``, then ``path``, then
-    ``query``)."""
-    kind = item.get("type")
-    if kind == "mcp_tool_call":
-        return item.get("arguments")
-    if kind == "file_change":
-        changes = [c for c in (as_object(c) for c in as_list(item.get("changes"))) if c is not None]
-        return {
-            "path": [str(c.get("path")) for c in changes],
-            "changes": [{"path": str(c.get("path")), "kind": str(c.get("kind"))} for c in changes],
-        }
-    if kind == "web_search":
-        return {"query": item.get("query")}
-    return {"command": item.get("command")}
+def _command(item: dict[str, Any]) -> tuple[str, object]:
+    return "command_execution", {"command": item.get("command")}
+
+
+def _file_change(item: dict[str, Any]) -> tuple[str, object]:
+    changes = [c for c in (as_object(c) for c in as_list(item.get("changes"))) if c is not None]
+    return "file_change", {
+        "path": [str(c.get("path")) for c in changes],
+        "changes": [{"path": str(c.get("path")), "kind": str(c.get("kind"))} for c in changes],
+    }
+
+
+def _web_search(item: dict[str, Any]) -> tuple[str, object]:
+    return "web_search", {"query": item.get("query")}
+
+
+# The items that are tool uses, each to its tool's name and what it was asked to do (the audit's ``detail``
+# prefers ``command``, then ``path``, then ``query``). Codex's own file edits (apply_patch) and web searches
+# count: the host records each as a harness.tool audit record, like a command.
+_TOOLS: Final[Mapping[str, Callable[[dict[str, Any]], tuple[str, object]]]] = {
+    "command_execution": _command,
+    "mcp_tool_call": _mcp_call,
+    "file_change": _file_change,
+    "web_search": _web_search,
+}
 
 
 def _preview(item: dict[str, Any]) -> str | None:
@@ -150,12 +155,12 @@ class CodexParser:
             if kind == "item.completed" and text:
                 self._last_message = text
             return events
-        if item_type in _TOOL_ITEMS:
-            name = _tool_name(item)
+        tool = _TOOLS.get(str(item_type))
+        if tool is not None:
+            name, params = tool(item)
             events = []
             if item_id not in self._started:
                 self._started.add(item_id)
-                params = _parameters(item)
                 events.append(
                     NativeToolStarted(
                         item_id, name, orjson.loads(orjson.dumps(params if isinstance(params, dict) else {}))
