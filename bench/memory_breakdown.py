@@ -25,16 +25,14 @@ from pathlib import Path
 __all__ = ["main"]
 
 ROOT = Path(__file__).resolve().parents[1]
-PLUGINS = ROOT / "tests" / "service" / "plugins"
 
 _CLIENT = """
 import asyncio, sys
-from bench.memory_service import _end, _wave
+from bench.memory_service import _end, _wave, warm_up
 
 async def main() -> None:
     base, runs = sys.argv[1], int(sys.argv[2])
-    for _ in range(2):  # warm-up waves, as bench.memory_service does
-        await _end(*await _wave(base, 50))
+    await warm_up(base)
     print("warm", flush=True)
     sys.stdin.readline()
     held = await _wave(base, runs)
@@ -65,14 +63,10 @@ async def _measure(runs: int, top: int, frames: int) -> None:
     from agentrunner_host.http.server import raise_open_files_limit, server_config
     from agentrunner_host.service import HostService
 
+    from .memory_service import write_config
+
     home = Path(tempfile.mkdtemp(prefix="agentrunner-pf7b-"))
-    config = home / "serve.toml"
-    config.write_text(
-        f'[runners]\nplugin_dirs = ["{PLUGINS}"]\n\n'
-        '[[agents]]\nagent_id = "wait"\nrunner_id = "plugin:tests/slow/dripper"\n'
-        "runner_config = { count = 2, delay_ms = 100000000 }\n\n"
-        '[[bindings]]\nbinding_id = "wait"\nagent_id = "wait"\nscope = { type = "bot", id = "wait" }\n'
-    )
+    config = write_config(home)
     settings = load_settings(config, data_dir=home / "data")
     raise_open_files_limit(settings.config.http.max_connections)
     async with HostService.open(settings) as service:

@@ -35,7 +35,7 @@ from pathlib import Path
 import httpx
 import orjson
 
-__all__ = ["main", "measure"]
+__all__ = ["main", "measure", "warm_up", "write_config"]
 
 PLUGINS = Path(__file__).resolve().parents[1] / "tests" / "service" / "plugins"
 GOAL_BYTES = 64 * 1024
@@ -132,10 +132,28 @@ async def _end(streams: list[_Stream], tasks: list[asyncio.Task[None]], client: 
     await client.aclose()
 
 
-async def _measure_on(base: str, pid: int, runs: int) -> dict[str, float]:
-    # warm-up: runs that start, stream, wait and are cancelled, so first-use costs are not counted
+async def warm_up(base: str) -> None:
+    """Runs that start, stream, wait and are cancelled, so first-use costs are not counted."""
     for _ in range(2):
         await _end(*await _wave(base, 50))
+
+
+def write_config(home: Path) -> Path:
+    """``serve``'s config in *home*: the dripper as agent ``wait`` (bound to bot ``wait``), each run streaming
+    one delta, then waiting far past any measurement in its plugin process."""
+    config = home / "serve.toml"
+    config.write_text(
+        # the default [http] max_connections (4096) serves 1,000 live SSE streams (the old 512 did not)
+        f'[runners]\nplugin_dirs = ["{PLUGINS}"]\n\n'
+        '[[agents]]\nagent_id = "wait"\nrunner_id = "plugin:tests/slow/dripper"\n'
+        "runner_config = { count = 2, delay_ms = 100000000 }\n\n"
+        '[[bindings]]\nbinding_id = "wait"\nagent_id = "wait"\nscope = { type = "bot", id = "wait" }\n'
+    )
+    return config
+
+
+async def _measure_on(base: str, pid: int, runs: int) -> dict[str, float]:
+    await warm_up(base)
     await asyncio.sleep(2)  # let the host settle (freed buffers, the warm-up's last writes)
     (plugin,) = _children(pid)
     before, plugin_before = _rss(pid), _rss(plugin)
@@ -166,14 +184,7 @@ async def _measure_on(base: str, pid: int, runs: int) -> dict[str, float]:
 def measure(runs: int) -> dict[str, float]:
     """Start serve, measure, stop it; the figures in bytes (per run where named so)."""
     home = Path(tempfile.mkdtemp(prefix="agentrunner-pf7-"))
-    config = home / "serve.toml"
-    config.write_text(
-        # the default [http] max_connections (4096) serves 1,000 live SSE streams (the old 512 did not)
-        f'[runners]\nplugin_dirs = ["{PLUGINS}"]\n\n'
-        '[[agents]]\nagent_id = "wait"\nrunner_id = "plugin:tests/slow/dripper"\n'
-        "runner_config = { count = 2, delay_ms = 100000000 }\n\n"
-        '[[bindings]]\nbinding_id = "wait"\nagent_id = "wait"\nscope = { type = "bot", id = "wait" }\n'
-    )
+    config = write_config(home)
     port = _free_port()
     base = f"http://127.0.0.1:{port}"
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTRUNNER_")}
