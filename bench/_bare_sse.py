@@ -1,11 +1,13 @@
 """The bare floor of the ``http`` suite: a Starlette app on uvicorn (same stack and protocol as ``serve``) that
 answers ``POST /v1/events`` with fixed SSE bytes, the bytes ``serve`` sent for the same echo request.
 
-``python -m bench._bare_sse PORT BODY_FILE``; prints ``ready`` once listening.
+``python -m bench._bare_sse FD BODY_FILE``: FD is an inherited TCP socket, bound and listening (the parent
+picked nothing for this process to race for); prints ``ready`` as it starts serving it.
 """
 
 from __future__ import annotations
 
+import socket
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -41,12 +43,11 @@ def app_for(events: list[bytes]) -> Starlette:
 
 
 def main() -> None:
-    port, body = int(sys.argv[1]), Path(sys.argv[2]).read_bytes()
+    listening = socket.socket(fileno=int(sys.argv[1]))
+    body = Path(sys.argv[2]).read_bytes()
     events = [chunk + b"\n\n" for chunk in body.split(b"\n\n") if chunk]
     config = uvicorn.Config(
         app_for(events),
-        host="127.0.0.1",
-        port=port,
         log_level="warning",
         lifespan="off",
         access_log=False,
@@ -56,7 +57,7 @@ def main() -> None:
     )
     server = uvicorn.Server(config)
     print("ready", flush=True)
-    server.run()
+    server.run(sockets=[listening])
 
 
 if __name__ == "__main__":

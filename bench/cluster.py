@@ -34,13 +34,14 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import httpx
+from agentrunner_host.cli import HTTP_PORT_FILE
 from agentrunner_host.stores.engine import create_engine
 from httpx_sse import aconnect_sse, connect_sse
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
 from ._framework import Goal, Measure, SuiteContext
-from .http_echo import _free_port
+from .http_echo import serve_port
 
 __all__ = ["main", "measures"]
 
@@ -73,23 +74,22 @@ def _serve(home: Path, names: str, url: str) -> Generator[list[str]]:
     advisory lock); yields their base URLs once all are ready."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTRUNNER_")}
     env["AGENTRUNNER_DATABASE_URL"] = url
-    started: list[tuple[str, subprocess.Popen[bytes]]] = []
+    started: list[tuple[Path, subprocess.Popen[bytes]]] = []
     with ExitStack() as logs:
         try:
             for name in names:
-                port = _free_port()
                 config = home / f"{name}.toml"
                 config.write_text(_CONFIG.format(plugins=PLUGINS, name=name))
-                args = [sys.executable, "-m", "agentrunner_host.cli", "serve", "--port", str(port)]
+                # --port 0: each binds a port the kernel picks and writes it to <data-dir>/http.port
+                args = [sys.executable, "-m", "agentrunner_host.cli", "serve", "--port", "0"]
                 args += ["--data-dir", str(home / name), "--config", str(config)]
                 log = logs.enter_context((home / f"{name}.log").open("ab"))
                 process = subprocess.Popen(
                     args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env
                 )
-                started.append((f"http://127.0.0.1:{port}", process))
-            for base, process in started:
-                _until_ready(base, process)
-            yield [base for base, _ in started]
+                started.append((home / name / HTTP_PORT_FILE, process))
+            ports = [serve_port(port_file, process, timeout=_START_TIMEOUT) for port_file, process in started]
+            yield [f"http://127.0.0.1:{port}" for port in ports]
         finally:
             for _, process in started:
                 process.terminate()
@@ -103,21 +103,6 @@ def _serve(home: Path, names: str, url: str) -> Generator[list[str]]:
 
 _START_TIMEOUT = 300.0
 """Seconds three hosts may take to start together on a loaded machine (they migrate one after the other)."""
-
-
-def _until_ready(base: str, process: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + _START_TIMEOUT
-    while True:
-        if process.poll() is not None:
-            raise RuntimeError(f"serve at {base} exited early ({process.returncode})")
-        try:
-            if httpx.get(base + "/readyz", timeout=2).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"serve at {base} did not become ready in {_START_TIMEOUT:g} s")
-        time.sleep(0.1)
 
 
 _CONFIG = """

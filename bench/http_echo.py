@@ -32,21 +32,35 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from agentrunner_host.cli import HTTP_PORT_FILE
 
 from ._bare_sse import KEEP_ALIVE_SECONDS
 from ._framework import Goal, Measure, SuiteContext
 
-__all__ = ["main", "measures"]
+__all__ = ["main", "measures", "serve_port"]
 
 _BODY = {"text": "hello"}
 _URL = "/v1/events?stream=true"
 _START_TIMEOUT = 90.0
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+def serve_port(port_file: Path, process: subprocess.Popen[bytes], *, timeout: float = _START_TIMEOUT) -> int:
+    """The port a ``serve --port 0`` child bound, once it answers ``/readyz`` there: ``serve`` writes it to
+    *port_file* (``<data-dir>/http.port``) when it listens, so no port is picked here and released for the
+    child to race for. *port_file* must not be left over from an earlier ``serve`` of that data directory."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if process.poll() is not None:
+            raise RuntimeError(f"serve exited early ({process.returncode})")
+        try:
+            port = int(port_file.read_text(encoding="utf-8"))
+            if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200:
+                return port
+        except (OSError, ValueError, httpx.TransportError):  # no port file yet: not listening yet
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"serve did not become ready in {timeout:g} s")
+        time.sleep(0.05)
 
 
 def _wait_ready(base: str, process: subprocess.Popen[bytes], path: str) -> None:
@@ -69,9 +83,7 @@ class Servers:
     def __init__(self) -> None:
         self.tmp = Path(tempfile.mkdtemp(prefix="agentrunner-bench-http-"))
         env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTRUNNER_")}
-        port = _free_port()
-        self.serve_base = f"http://127.0.0.1:{port}"
-        args = [sys.executable, "-m", "agentrunner_host.cli", "serve", "--port", str(port)]
+        args = [sys.executable, "-m", "agentrunner_host.cli", "serve", "--port", "0"]
         args += ["--data-dir", str(self.tmp / "data")]
         # Both servers keep idle connections for the whole suite (uvicorn's default is 5 s): between repeats,
         # other measures leave each client's connection idle for longer than that on a loaded machine, and a
@@ -83,13 +95,19 @@ class Servers:
         self.serve = subprocess.Popen(
             args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env
         )
-        _wait_ready(self.serve_base, self.serve, "/readyz")
+        port = serve_port(self.tmp / "data" / HTTP_PORT_FILE, self.serve)
+        self.serve_base = f"http://127.0.0.1:{port}"
         body = httpx.post(self.serve_base + _URL, json=_BODY, timeout=30).content
         (self.tmp / "body.sse").write_bytes(body)
-        port = _free_port()
-        self.bare_base = f"http://127.0.0.1:{port}"
-        bare_args = [sys.executable, "-m", "bench._bare_sse", str(port), str(self.tmp / "body.sse")]
-        self.bare = subprocess.Popen(bare_args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, env=env)
+        # The bare app serves a socket bound (to a port the kernel picks) and listening here, handed over as
+        # an inherited descriptor: its port is known at once and nothing else can take it in between.
+        with socket.create_server(("127.0.0.1", 0)) as listening:
+            self.bare_base = f"http://127.0.0.1:{listening.getsockname()[1]}"
+            fd = listening.fileno()
+            bare_args = [sys.executable, "-m", "bench._bare_sse", str(fd), str(self.tmp / "body.sse")]
+            self.bare = subprocess.Popen(
+                bare_args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, env=env, pass_fds=(fd,)
+            )
         _wait_ready(self.bare_base, self.bare, "/")
 
     def close(self) -> None:

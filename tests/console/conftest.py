@@ -14,7 +14,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +23,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 from agentrunner_host.cli import HTTP_PORT_FILE
+from serve_ready import wait_until_ready
 
 if TYPE_CHECKING:
     from playwright.sync_api import BrowserContext, Page, Playwright, Request
@@ -42,7 +42,6 @@ CHROMIUM_ARGS: Final = (
 )
 PROBE_RUNNER: Final = "plugin:tests/console-probe/probe"
 _PLUGINS: Final = Path(__file__).parent / "plugins"
-_START_TIMEOUT: Final = 90.0
 _UI_TIMEOUT_MS: Final = 60_000
 
 _CONFIG: Final = f"""
@@ -126,18 +125,7 @@ def serve(root: Path, config: str, *, env: Mapping[str, str] | None = None) -> G
             env=child_env,
         )
     try:
-        deadline = time.monotonic() + _START_TIMEOUT
-        while True:
-            assert process.poll() is None, f"serve exited early:\n{log.read_text()}"
-            try:
-                base = f"http://127.0.0.1:{int(port_file.read_text(encoding='utf-8'))}"
-                ready = httpx.get(f"{base}/readyz", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=2)
-                if ready.status_code == 200:
-                    break
-            except (OSError, ValueError, httpx.TransportError):  # no port file yet: not listening yet
-                pass
-            assert time.monotonic() < deadline, f"serve did not become ready:\n{log.read_text()}"
-            time.sleep(0.1)
+        base = wait_until_ready(process, port_file, log, headers={"Authorization": f"Bearer {TOKEN}"})
         server = ConsoleServer(base=base, token=TOKEN, root=root, log=log)
         yield server
         process.send_signal(signal.SIGTERM)

@@ -13,7 +13,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Generator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
@@ -25,6 +24,7 @@ from agentrunner import codec as json
 from agentrunner_host.cli import HTTP_PORT_FILE
 from httpx_sse import connect_sse
 from mcp_fake_model_apis import serve_fake_anthropic, serve_fake_openai
+from serve_ready import wait_until_ready
 
 # A real serve, a real CLI and the bridge per test: 35-67 s each at load 15 on 2 cores, and more than the
 # default 120 s once the serve process is measured by coverage (patch = ["subprocess"]), so a generous bound.
@@ -37,7 +37,6 @@ if os.environ.get("AGENTRUNNER_REQUIRE_HARNESS") == "1" and (CLAUDE is None or C
         "AGENTRUNNER_REQUIRE_HARNESS=1 but AGENTRUNNER_CLAUDE_BIN / AGENTRUNNER_CODEX_BIN is unset"
     )
 
-_START_TIMEOUT = 90.0
 _FAKE_KEY_ENV = "FAKE_MODEL_API_KEY"
 
 
@@ -66,17 +65,7 @@ def _serving(config: Path, data_dir: Path, log: Path) -> Generator[str]:
             env=env,
         )
     try:
-        deadline = time.monotonic() + _START_TIMEOUT
-        while True:
-            assert process.poll() is None, f"serve exited early:\n{log.read_text()}"
-            try:
-                base = f"http://127.0.0.1:{int(port_file.read_text(encoding='utf-8'))}"
-                if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
-                    break
-            except (OSError, ValueError, httpx.TransportError):  # no port file yet: not listening yet
-                pass
-            assert time.monotonic() < deadline, f"serve did not become ready:\n{log.read_text()}"
-            time.sleep(0.1)
+        base = wait_until_ready(process, port_file, log)
         yield base
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=30) == 0, log.read_text()

@@ -9,19 +9,17 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 import pytest
 from agentrunner_host.cli import HTTP_PORT_FILE
+from serve_ready import wait_until_ready
 
 from .conftest import wheel
 from .support import CONFIG, PLUGIN_ID, RUNNER_ID, build_tinydep, clean_env, freeze, uv, write_plugin
 
 pytestmark = pytest.mark.slow
-
-_START_TIMEOUT = 120.0
 
 
 def _bin(env: Path, name: str) -> str:
@@ -106,17 +104,7 @@ def test_a_plugin_with_its_own_dependency_is_installed_served_and_remembers(
             cwd=tmp_path,
         )
     try:
-        deadline = time.monotonic() + _START_TIMEOUT
-        while True:
-            assert server.poll() is None, f"serve exited early:\n{log.read_text()}"
-            try:
-                base = f"http://127.0.0.1:{int(port_file.read_text(encoding='utf-8'))}"
-                if httpx.get(f"{base}/readyz", timeout=2).status_code == 200:
-                    break
-            except (OSError, ValueError, httpx.TransportError):  # no port file yet: not listening yet
-                pass
-            assert time.monotonic() < deadline, f"serve did not become ready:\n{log.read_text()}"
-            time.sleep(0.1)
+        base = wait_until_ready(server, port_file, log)
         with httpx.Client(base_url=base, timeout=60) as client:
             runners = client.get("/v1/runners").json()
             assert RUNNER_ID in {r["runner_id"] for r in runners["runners"]}, runners

@@ -10,7 +10,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 import uuid
 from collections.abc import Generator, Iterator
 from contextlib import contextmanager
@@ -23,13 +22,13 @@ from agentrunner import codec as json
 from agentrunner_host.cli import HTTP_PORT_FILE
 from agentrunner_host.stores.engine import create_engine
 from httpx_sse import connect_sse
+from serve_ready import wait_until_ready
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
 pytestmark = pytest.mark.slow
 
 PLUGINS = Path(__file__).resolve().parent / "plugins"
-_START_TIMEOUT = 90.0
 _RUNS = 20
 _SEEN_BEFORE_KILL = 5
 """Results every client has received before the host is killed."""
@@ -114,17 +113,7 @@ def _serve(data_dir: Path, config: Path, log: Path, database_url: str | None) ->
             args, stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT, env=env
         )
     try:
-        deadline = time.monotonic() + _START_TIMEOUT
-        while True:
-            assert process.poll() is None, f"serve exited early:\n{log.read_text()}"
-            try:
-                base = f"http://127.0.0.1:{int(port_file.read_text(encoding='utf-8'))}"
-                if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
-                    break
-            except (OSError, ValueError, httpx.TransportError):  # no port file yet: not listening yet
-                pass
-            assert time.monotonic() < deadline, f"serve did not become ready:\n{log.read_text()}"
-            time.sleep(0.1)
+        base = wait_until_ready(process, port_file, log)
         yield _Server(base, process)
     finally:
         if process.poll() is None:

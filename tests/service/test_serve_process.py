@@ -8,7 +8,6 @@ import secrets
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Generator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,10 +17,9 @@ import pytest
 from agentrunner import codec as json
 from agentrunner_host.cli import EXIT_OK, HTTP_PORT_FILE, RUNTIME_PORT_FILE, cli
 from httpx_sse import connect_sse
+from serve_ready import wait_until_ready
 
 pytestmark = pytest.mark.slow
-
-_START_TIMEOUT = 60.0
 
 
 @contextmanager
@@ -43,17 +41,7 @@ def serving(
             args, stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT, env=child_env
         )
     try:
-        deadline = time.monotonic() + _START_TIMEOUT
-        while True:
-            assert process.poll() is None, f"serve exited early:\n{log.read_text()}"
-            try:
-                base = f"http://127.0.0.1:{int(port_file.read_text(encoding='utf-8'))}"
-                if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
-                    break
-            except (OSError, ValueError, httpx.TransportError):  # no port file yet: not listening yet
-                pass
-            assert time.monotonic() < deadline, f"serve did not become ready:\n{log.read_text()}"
-            time.sleep(0.1)
+        base = wait_until_ready(process, port_file, log)
         yield base
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=20) == 0, log.read_text()

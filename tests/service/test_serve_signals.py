@@ -12,9 +12,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import httpx
 import pytest
 from agentrunner_host.cli import HTTP_PORT_FILE
+from serve_ready import read_port, wait_until_ready
 
 pytestmark = pytest.mark.slow
 
@@ -47,16 +47,8 @@ def test_a_second_sigint_forces_the_exit_while_a_connection_keeps_the_first_one_
             command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env
         )
     try:
-
-        def ready() -> bool:
-            try:
-                port = int(port_file.read_text(encoding="utf-8"))
-                return httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200
-            except (OSError, ValueError, httpx.TransportError):  # no port file yet: not listening yet
-                return False
-
-        _wait_for("readiness", ready, log, process)
-        with socket.create_connection(("127.0.0.1", int(port_file.read_text(encoding="utf-8")))) as sock:
+        wait_until_ready(process, port_file, log, timeout=_TIMEOUT)
+        with socket.create_connection(("127.0.0.1", read_port(port_file))) as sock:
             # A complete request head and one byte of a 100-byte body: the request stays in flight.
             sock.sendall(
                 b"POST /v1/events HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
