@@ -27,7 +27,7 @@ from agentrunner import (
     ToolResource,
 )
 from agentrunner import codec as json
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from agentrunner_host.definitions import AgentBinding, AgentEventEnvelope, RunPolicy
 
@@ -63,9 +63,13 @@ class AuthorizationSnapshot(BaseModel):
     platform_actions: tuple[str, ...]
     action_approval: str
     artifact_ids: tuple[str, ...]
-    dangerous_tools: dict[str, tuple[str, ...]] = {}
+    dangerous_tools: dict[str, tuple[str, ...]] = Field(
+        default_factory=dict, json_schema_extra={"default": {}}
+    )
     """Granted tools the host classifies dangerous, with their classes (their calls are audited with them)."""
-    withheld_tools: dict[str, tuple[str, ...]] = {}
+    withheld_tools: dict[str, tuple[str, ...]] = Field(
+        default_factory=dict, json_schema_extra={"default": {}}
+    )
     """Dangerous tools the run would have had but the binding does not grant explicitly, with their classes."""
     run_policy: RunPolicy
     deadline_at: float

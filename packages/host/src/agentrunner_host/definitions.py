@@ -75,15 +75,15 @@ class AgentEventEnvelope(_HostModel):
     """How results reach the user."""
     raw_ref: RawEventRef | None = None
     """Raw payload reference."""
-    data: dict[str, JsonValue] = {}
+    data: dict[str, JsonValue] = Field(default_factory=dict, json_schema_extra={"default": {}})
     """Structured event data (the context builder caps what reaches the runner)."""
-    params: dict[str, JsonValue] = {}
+    params: dict[str, JsonValue] = Field(default_factory=dict, json_schema_extra={"default": {}})
     """Entry-adapter parameters (e.g. pipeline query variables); filtered before reaching ``ctx.adapter``."""
     locale: str | None = None
     """User locale."""
     timezone: str | None = None
     """User time zone."""
-    metadata: dict[str, JsonValue] = {}
+    metadata: dict[str, JsonValue] = Field(default_factory=dict, json_schema_extra={"default": {}})
     """Host-side metadata (never sent to runners)."""
 
 
@@ -166,24 +166,26 @@ class ResourcePolicy(_HostModel):
 
     models: list[str] | None = None
     """Allowed model ids; ``None`` = the models the runner config selects (if configured on the host)."""
-    tools: list[str] = []
+    tools: list[str] = Field(default_factory=list[str], json_schema_extra={"default": []})
     """Tools granted to the binding (by name); empty = the host tools the runner config selects."""
-    dangerous_tools: list[str] = []
+    dangerous_tools: list[str] = Field(default_factory=list[str], json_schema_extra={"default": []})
     """Dangerous tools the binding grants explicitly, by tool name or by class (``shell``, ``file_write``,
     ``network``, ``destructive``; see :mod:`agentrunner_host.tool_risk`). A tool the host classifies dangerous
     is left out of every run of the binding unless this names it or all of its classes; each call of one is
     audited with its classes."""
     knowledge_bases: list[str] | None = None
     """Allowed knowledge bases; ``None`` = those the runner config selects."""
-    files: list[str] = []
+    files: list[str] = Field(default_factory=list[str], json_schema_extra={"default": []})
     """Configured files granted (by file id)."""
-    storage: list[Literal["plugin", "workspace", "binding"]] = ["plugin", "binding"]
+    storage: list[Literal["plugin", "workspace", "binding"]] = Field(
+        default_factory=lambda: ["plugin", "binding"], json_schema_extra={"default": ["plugin", "binding"]}
+    )
     """Storage areas granted (still needs the manifest permission)."""
     history: bool = True
     """History/event pull APIs of the event's own conversation."""
-    readable_conversations: list[str] = []
+    readable_conversations: list[str] = Field(default_factory=list[str], json_schema_extra={"default": []})
     """Other conversations the runner may read (needs the manifest's ``cross_conversation_history``)."""
-    platform_actions: list[str] = []
+    platform_actions: list[str] = Field(default_factory=list[str], json_schema_extra={"default": []})
     """Platform actions the binding allows (still needs the manifest's ``platform_api``)."""
     action_approval: Literal["none", "admin", "user"] = "admin"
     """Approval a platform action would need (recorded; v1 never executes actions)."""
@@ -194,11 +196,10 @@ class StatePolicy(_HostModel):
 
     enabled: bool = True
     """Master switch."""
-    scopes: list[Literal["conversation", "actor", "subject", "runner", "binding", "workspace"]] = [
-        "conversation",
-        "actor",
-        "runner",
-    ]
+    scopes: list[Literal["conversation", "actor", "subject", "runner", "binding", "workspace"]] = Field(
+        default_factory=lambda: ["conversation", "actor", "runner"],
+        json_schema_extra={"default": ["conversation", "actor", "runner"]},
+    )
     """Granted scopes (a scope also needs the event to have that identity)."""
     snapshot: bool = True
     """Inline a bounded snapshot of the granted scopes into ``ctx.state``."""
@@ -241,7 +242,7 @@ class AgentConfig(_HostModel):
     """Id (:data:`~agentrunner_host.admission.ID_PATTERN`)."""
     runner_id: str
     """Runner id ``plugin:author/plugin/runner``."""
-    runner_config: dict[str, Any] = {}
+    runner_config: dict[str, Any] = Field(default_factory=dict, json_schema_extra={"default": {}})
     """The runner's config (its form); secrets marked ``secret`` in the form are redacted in outputs."""
     resource_policy: ResourcePolicy = ResourcePolicy()
     """Resource grants."""
@@ -269,15 +270,17 @@ class AgentBinding(_HostModel):
     """Disabled bindings never match."""
     scope: BindingScope = BindingScope()
     """Where it applies."""
-    event_types: list[str] = ["message.received"]
+    event_types: list[str] = Field(
+        default_factory=lambda: ["message.received"], json_schema_extra={"default": ["message.received"]}
+    )
     """Event types it handles (``*`` = any)."""
-    filters: list[EventFilter] = []
+    filters: list[EventFilter] = Field(default_factory=list[EventFilter], json_schema_extra={"default": []})
     """Extra conditions; a binding with more filters is more specific."""
     priority: int = 0
     """Tie-breaker set by the operator: higher wins among equally specific bindings."""
     runner_id: str
     """Runner id."""
-    runner_config: dict[str, Any] = {}
+    runner_config: dict[str, Any] = Field(default_factory=dict, json_schema_extra={"default": {}})
     """The runner's config."""
     resource_policy: ResourcePolicy = ResourcePolicy()
     """Resource grants."""

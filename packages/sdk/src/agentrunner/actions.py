@@ -77,7 +77,7 @@ class BackCallRequest(ProtocolModel):
     """The live run the call acts for."""
     action: str
     """Action name from :data:`ACTIONS`."""
-    params: dict[str, Any] = {}
+    params: dict[str, Any] = Field(default_factory=dict, json_schema_extra={"default": {}})
     """Action parameters (validated against the action's params model by the host)."""
     caller: str | None = None
     """Plugin identity ``author/plugin`` of the caller. Set by the transport, never by runner code: the host
@@ -138,7 +138,7 @@ class ToolCallParams(ProtocolModel):
 
     tool_name: str
     """A tool from ``ctx.resources.tools``."""
-    parameters: dict[str, JsonValue] = {}
+    parameters: dict[str, JsonValue] = Field(default_factory=dict, json_schema_extra={"default": {}})
     """Arguments."""
 
 
@@ -158,7 +158,9 @@ class KnowledgeRetrieveParams(ProtocolModel):
 class KnowledgeListResult(ProtocolModel):
     """Answer of ``knowledge.list``."""
 
-    knowledge_bases: list[KnowledgeBaseInfo] = []
+    knowledge_bases: list[KnowledgeBaseInfo] = Field(
+        default_factory=list[KnowledgeBaseInfo], json_schema_extra={"default": []}
+    )
     """The run's knowledge bases."""
 
 
@@ -321,7 +323,7 @@ class PlatformActionParams(ProtocolModel):
     """Platform action."""
     target: dict[str, JsonValue]
     """Target."""
-    payload: dict[str, JsonValue] = {}
+    payload: dict[str, JsonValue] = Field(default_factory=dict, json_schema_extra={"default": {}})
     """Arguments."""
     idempotency_key: str = Field(min_length=1, max_length=200)
     """Required: platform actions have side effects."""

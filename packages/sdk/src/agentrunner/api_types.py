@@ -65,20 +65,24 @@ class TranscriptItem(ProtocolModel):
     """The run that produced it (assistant items)."""
     content: str | None = None
     """Plain text."""
-    contents: list[ContentElement] = []
+    contents: list[ContentElement] = Field(
+        default_factory=list[ContentElement], json_schema_extra={"default": []}
+    )
     """Structured content; binary parts are artifact refs."""
-    artifacts: list[ArtifactRef] = []
+    artifacts: list[ArtifactRef] = Field(default_factory=list[ArtifactRef], json_schema_extra={"default": []})
     """Attached artifacts (only when asked with ``include_artifacts``)."""
     created_at: int
     """Unix epoch milliseconds."""
-    metadata: dict[str, JsonValue] = {}
+    metadata: dict[str, JsonValue] = Field(default_factory=dict, json_schema_extra={"default": {}})
     """Extra data."""
 
 
 class HistoryPage(ProtocolModel):
     """A page of transcript items, oldest first."""
 
-    items: list[TranscriptItem] = []
+    items: list[TranscriptItem] = Field(
+        default_factory=list[TranscriptItem], json_schema_extra={"default": []}
+    )
     """Items, in conversation order (oldest first) whatever the paging direction."""
     next_cursor: str | None = None
     """Continue in the same direction from here; ``None`` at the end."""
@@ -117,7 +121,7 @@ class EventRecord(ProtocolModel):
     """Related run."""
     summary: str | None = None
     """Short text summary."""
-    data: dict[str, JsonValue] = {}
+    data: dict[str, JsonValue] = Field(default_factory=dict, json_schema_extra={"default": {}})
     """Small structured data (large payloads stay behind ``raw_ref``)."""
     created_at: int
     """Unix epoch milliseconds."""
@@ -126,7 +130,7 @@ class EventRecord(ProtocolModel):
 class EventPage(ProtocolModel):
     """A page of event records, oldest first."""
 
-    items: list[EventRecord] = []
+    items: list[EventRecord] = Field(default_factory=list[EventRecord], json_schema_extra={"default": []})
     """Records."""
     next_cursor: str | None = None
     """Older records continue here."""
@@ -195,7 +199,7 @@ class StateEntry(ProtocolModel):
 class StateListPage(ProtocolModel):
     """A page of state keys, ordered by key."""
 
-    items: list[StateEntry] = []
+    items: list[StateEntry] = Field(default_factory=list[StateEntry], json_schema_extra={"default": []})
     """Keys."""
     next_cursor: str | None = None
     """Continue here."""
@@ -238,7 +242,7 @@ class StorageEntry(ProtocolModel):
 class StorageListPage(ProtocolModel):
     """A page of storage keys, ordered by key."""
 
-    items: list[StorageEntry] = []
+    items: list[StorageEntry] = Field(default_factory=list[StorageEntry], json_schema_extra={"default": []})
     """Keys."""
     next_cursor: str | None = None
     """Continue here."""
@@ -253,7 +257,7 @@ class ModelToolCall(ProtocolModel):
     """Call id, echoed in the tool message that answers it."""
     name: str
     """Tool name."""
-    arguments: dict[str, JsonValue] = {}
+    arguments: dict[str, JsonValue] = Field(default_factory=dict, json_schema_extra={"default": {}})
     """Parsed arguments."""
 
 
@@ -264,7 +268,9 @@ class ChatMessage(ProtocolModel):
     """Role."""
     content: str | list[ContentElement] | None = None
     """Text, or structured content (images by artifact ref or URL)."""
-    tool_calls: list[ModelToolCall] = []
+    tool_calls: list[ModelToolCall] = Field(
+        default_factory=list[ModelToolCall], json_schema_extra={"default": []}
+    )
     """Tool calls (assistant messages)."""
     tool_call_id: str | None = None
     """The call answered (tool messages)."""
@@ -301,7 +307,9 @@ class ModelStreamChunk(ProtocolModel):
 
     delta: str | None = None
     """New text."""
-    tool_calls: list[ModelToolCall] = []
+    tool_calls: list[ModelToolCall] = Field(
+        default_factory=list[ModelToolCall], json_schema_extra={"default": []}
+    )
     """Complete tool calls."""
     finish_reason: str | None = None
     """Set on the last chunk."""
@@ -323,7 +331,7 @@ class RerankItem(ProtocolModel):
 class RerankResult(ProtocolModel):
     """Answer of ``models.rerank``, best first."""
 
-    results: list[RerankItem] = []
+    results: list[RerankItem] = Field(default_factory=list[RerankItem], json_schema_extra={"default": []})
     """Documents."""
 
 
@@ -334,7 +342,7 @@ class ToolDetail(ProtocolModel):
     """Tool name."""
     description: str | None = None
     """What it does."""
-    parameters: dict[str, Any] = {}
+    parameters: dict[str, Any] = Field(default_factory=dict, json_schema_extra={"default": {}})
     """JSON Schema of its arguments."""
 
 
@@ -371,14 +379,14 @@ class KnowledgeHit(ProtocolModel):
     """Knowledge base."""
     document_id: str | None = None
     """Source document."""
-    metadata: dict[str, JsonValue] = {}
+    metadata: dict[str, JsonValue] = Field(default_factory=dict, json_schema_extra={"default": {}})
     """E.g. file name, heading."""
 
 
 class KnowledgeRetrieveResult(ProtocolModel):
     """Answer of ``knowledge.retrieve``, best first."""
 
-    hits: list[KnowledgeHit] = []
+    hits: list[KnowledgeHit] = Field(default_factory=list[KnowledgeHit], json_schema_extra={"default": []})
     """Passages."""
 
 

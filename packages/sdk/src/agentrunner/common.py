@@ -105,7 +105,7 @@ class ArtifactRef(ProtocolModel):
     """Unix epoch milliseconds after which the host refuses to serve the bytes; ``None`` = no expiry."""
     permissions: list[Literal["metadata", "read"]] = Field(default_factory=lambda: ["metadata", "read"])
     """What this run may do with the artifact (subject to the run's authorization snapshot)."""
-    metadata: dict[str, JsonValue] = {}
+    metadata: dict[str, JsonValue] = Field(default_factory=dict, json_schema_extra={"default": {}})
     """Non-secret descriptive metadata."""
 
 

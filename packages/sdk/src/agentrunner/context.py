@@ -62,7 +62,7 @@ class AgentEventContext(ProtocolModel):
     """The platform's own event name."""
     raw_ref: RawEventRef | None = None
     """The raw payload, kept by the host when it is large."""
-    data: dict[str, JsonValue] = {}
+    data: dict[str, JsonValue] = Field(default_factory=dict, json_schema_extra={"default": {}})
     """Small structured event data (the host moves anything large to ``raw_ref``)."""
 
 
@@ -92,7 +92,7 @@ class ActorContext(ProtocolModel):
     """Platform id."""
     actor_name: str | None = None
     """Display name."""
-    metadata: dict[str, JsonValue] = {}
+    metadata: dict[str, JsonValue] = Field(default_factory=dict, json_schema_extra={"default": {}})
     """Extra non-secret data."""
 
 
@@ -103,7 +103,7 @@ class SubjectContext(ProtocolModel):
     """Kind of subject."""
     subject_id: str | None = None
     """Its id."""
-    data: dict[str, JsonValue] = {}
+    data: dict[str, JsonValue] = Field(default_factory=dict, json_schema_extra={"default": {}})
     """Small structured data."""
 
 
@@ -112,9 +112,13 @@ class AgentInput(ProtocolModel):
 
     text: str | None = None
     """Plain text, when there is any."""
-    contents: list[ContentElement] = []
+    contents: list[ContentElement] = Field(
+        default_factory=list[ContentElement], json_schema_extra={"default": []}
+    )
     """Structured content in order (text, images, files, audio)."""
-    attachments: list[ArtifactRef] = []
+    attachments: list[ArtifactRef] = Field(
+        default_factory=list[ArtifactRef], json_schema_extra={"default": []}
+    )
     """Stored attachments."""
     message_chain: dict[str, Any] | None = None
     """Platform compatibility field; do not depend on it."""
@@ -142,7 +146,7 @@ class DeliveryContext(ProtocolModel):
     """Reactions can be added."""
     max_message_size: int | None = Field(default=None, ge=1)
     """Largest message the surface shows, in characters."""
-    platform_capabilities: dict[str, Any] = {}
+    platform_capabilities: dict[str, Any] = Field(default_factory=dict, json_schema_extra={"default": {}})
     """Extra abilities."""
 
 
@@ -227,29 +231,29 @@ class AgentRuntimeContext(ProtocolModel):
     """User locale."""
     timezone: str | None = None
     """User time zone (IANA)."""
-    static_refs: dict[str, StaticContextRef] = {}
+    static_refs: dict[str, StaticContextRef] = Field(default_factory=dict, json_schema_extra={"default": {}})
     """Content hashes of static context."""
-    metadata: dict[str, JsonValue] = {}
+    metadata: dict[str, JsonValue] = Field(default_factory=dict, json_schema_extra={"default": {}})
     """Extra data, e.g. ``session_key`` (a stable key for runners with native sessions)."""
 
 
 class AgentRunState(ProtocolModel):
     """Snapshot of host-owned state the binding grants (§5.10)."""
 
-    conversation: dict[str, JsonValue] = {}
+    conversation: dict[str, JsonValue] = Field(default_factory=dict, json_schema_extra={"default": {}})
     """Conversation scope."""
-    actor: dict[str, JsonValue] = {}
+    actor: dict[str, JsonValue] = Field(default_factory=dict, json_schema_extra={"default": {}})
     """Actor scope."""
-    subject: dict[str, JsonValue] = {}
+    subject: dict[str, JsonValue] = Field(default_factory=dict, json_schema_extra={"default": {}})
     """Subject scope."""
-    runner: dict[str, JsonValue] = {}
+    runner: dict[str, JsonValue] = Field(default_factory=dict, json_schema_extra={"default": {}})
     """Runner scope."""
 
 
 class AdapterContext(ProtocolModel):
     """Entry-adapter metadata (§12): one-shot, JSON-safe, non-secret; never prompts, history or resources."""
 
-    extra: dict[str, JsonValue] = {}
+    extra: dict[str, JsonValue] = Field(default_factory=dict, json_schema_extra={"default": {}})
     """E.g. ``params``."""
 
 
@@ -280,11 +284,11 @@ class AgentRunContext(ProtocolModel):
     """State snapshot."""
     runtime: AgentRuntimeContext
     """Runtime facts."""
-    config: dict[str, Any] = {}
+    config: dict[str, Any] = Field(default_factory=dict, json_schema_extra={"default": {}})
     """The binding's runner config (never plugin instance state)."""
     adapter: AdapterContext | None = None
     """Entry adapter metadata."""
-    metadata: dict[str, Any] = {}
+    metadata: dict[str, Any] = Field(default_factory=dict, json_schema_extra={"default": {}})
     """Extra data."""
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Final, Literal
 
-from pydantic import JsonValue
+from pydantic import Field, JsonValue
 
 from ._base import ProtocolModel
 
@@ -67,7 +67,7 @@ class AgentAPIError(ProtocolModel):
     """Human-readable message; never contains secrets."""
     retryable: bool = False
     """The same call may succeed later."""
-    details: dict[str, JsonValue] = {}
+    details: dict[str, JsonValue] = Field(default_factory=dict, json_schema_extra={"default": {}})
     """Extra data."""
 
 

@@ -62,23 +62,39 @@ class AgentRunnerCapabilities(ProtocolModel):
 class AgentRunnerPermissions(ProtocolModel):
     """The most a runner may ever touch (§4.4); a binding and the event narrow it further."""
 
-    models: list[Literal["invoke", "stream", "rerank"]] = []
+    models: list[Literal["invoke", "stream", "rerank"]] = Field(
+        default_factory=list[Literal["invoke", "stream", "rerank"]], json_schema_extra={"default": []}
+    )
     """Model operations."""
-    tools: list[Literal["detail", "call"]] = []
+    tools: list[Literal["detail", "call"]] = Field(
+        default_factory=list[Literal["detail", "call"]], json_schema_extra={"default": []}
+    )
     """Tool operations."""
-    knowledge_bases: list[Literal["list", "retrieve"]] = []
+    knowledge_bases: list[Literal["list", "retrieve"]] = Field(
+        default_factory=list[Literal["list", "retrieve"]], json_schema_extra={"default": []}
+    )
     """Knowledge operations; ``list`` grants a ``knowledge.list`` call."""
-    history: list[Literal["page", "search"]] = []
+    history: list[Literal["page", "search"]] = Field(
+        default_factory=list[Literal["page", "search"]], json_schema_extra={"default": []}
+    )
     """Transcript reads of the current conversation."""
-    events: list[Literal["get", "page"]] = []
+    events: list[Literal["get", "page"]] = Field(
+        default_factory=list[Literal["get", "page"]], json_schema_extra={"default": []}
+    )
     """Event log reads of the current conversation."""
-    artifacts: list[Literal["metadata", "read"]] = []
+    artifacts: list[Literal["metadata", "read"]] = Field(
+        default_factory=list[Literal["metadata", "read"]], json_schema_extra={"default": []}
+    )
     """Artifact reads within the run's scope."""
-    storage: list[StorageAreaName] = []
+    storage: list[StorageAreaName] = Field(
+        default_factory=list[StorageAreaName], json_schema_extra={"default": []}
+    )
     """Storage areas."""
-    files: list[Literal["config", "knowledge"]] = []
+    files: list[Literal["config", "knowledge"]] = Field(
+        default_factory=list[Literal["config", "knowledge"]], json_schema_extra={"default": []}
+    )
     """Reading configured files through the artifact API."""
-    platform_api: list[str] = []
+    platform_api: list[str] = Field(default_factory=list[str], json_schema_extra={"default": []})
     """Platform actions the runner may request (e.g. ``message.edit``)."""
     cross_conversation_history: bool = False
     """Reading conversations other than the event's own (an extension of §4.4; a binding must also grant the
@@ -130,10 +146,10 @@ class DynamicFormItemSchema(ProtocolModel):
     """Default value."""
     description: I18nObject | None = None
     """Help text."""
-    options: list[FormOption] = []
+    options: list[FormOption] = Field(default_factory=list[FormOption], json_schema_extra={"default": []})
     """Choices of a ``select``: its value must be one of them. On any other type they are suggestions a form
     may offer (a ``string`` with options still takes any string, e.g. a self-hosted API base)."""
-    aliases: list[str] = []
+    aliases: list[str] = Field(default_factory=list[str], json_schema_extra={"default": []})
     """Other keys the runner also reads this field from (legacy spellings a migrated configuration carries).
     A host checks a value under an alias as this field's and does not count the alias as an unknown key."""
     secret: bool = False
@@ -159,9 +175,11 @@ class AgentRunnerManifest(ProtocolModel):
     """Maximum permissions."""
     context: AgentRunnerContextPolicy = Field(default_factory=AgentRunnerContextPolicy)
     """Context policy."""
-    config_schema: list[DynamicFormItemSchema] = []
+    config_schema: list[DynamicFormItemSchema] = Field(
+        default_factory=list[DynamicFormItemSchema], json_schema_extra={"default": []}
+    )
     """The binding configuration form."""
-    metadata: dict[str, Any] = {}
+    metadata: dict[str, Any] = Field(default_factory=dict, json_schema_extra={"default": {}})
     """Display / diagnostic data only."""
 
     @field_validator("id")
@@ -182,5 +200,7 @@ class AgentRunnerManifest(ProtocolModel):
 class ListAgentRunnersResponse(ProtocolModel):
     """Answer to ``LIST_AGENT_RUNNERS`` (§4.1)."""
 
-    runners: list[AgentRunnerManifest] = []
+    runners: list[AgentRunnerManifest] = Field(
+        default_factory=list[AgentRunnerManifest], json_schema_extra={"default": []}
+    )
     """The runners a plugin exposes."""

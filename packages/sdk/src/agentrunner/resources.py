@@ -32,15 +32,17 @@ class ModelResource(ProtocolModel):
     """Provider name, for display."""
     name: str | None = None
     """Model name, for display."""
-    capabilities: list[str] = []
+    capabilities: list[str] = Field(default_factory=list[str], json_schema_extra={"default": []})
     """E.g. ``vision``, ``tool_calling``, ``streaming``."""
     context_window: int | None = Field(default=None, ge=1)
     """Context window in tokens, for the runner's own budget."""
     max_output_tokens: int | None = Field(default=None, ge=1)
     """Output cap in tokens."""
-    operations: list[Literal["invoke", "stream", "rerank"]] = []
+    operations: list[Literal["invoke", "stream", "rerank"]] = Field(
+        default_factory=list[Literal["invoke", "stream", "rerank"]], json_schema_extra={"default": []}
+    )
     """Operations allowed on this model in this run."""
-    metadata: dict[str, JsonValue] = {}
+    metadata: dict[str, JsonValue] = Field(default_factory=dict, json_schema_extra={"default": {}})
     """Non-secret extra data."""
 
 
@@ -51,11 +53,13 @@ class ToolResource(ProtocolModel):
     """Name to pass to ``api.tools.*``."""
     description: str | None = None
     """What the tool does."""
-    parameters: dict[str, Any] = {}
+    parameters: dict[str, Any] = Field(default_factory=dict, json_schema_extra={"default": {}})
     """JSON Schema of the tool's arguments."""
     tool_type: str | None = None
     """``mcp``, ``python``, ... (informational)."""
-    operations: list[Literal["detail", "call"]] = []
+    operations: list[Literal["detail", "call"]] = Field(
+        default_factory=list[Literal["detail", "call"]], json_schema_extra={"default": []}
+    )
     """Operations allowed in this run."""
 
 
@@ -70,7 +74,9 @@ class KnowledgeBaseResource(ProtocolModel):
     """What it holds."""
     kb_type: str | None = None
     """Backend kind (informational)."""
-    operations: list[Literal["list", "retrieve"]] = []
+    operations: list[Literal["list", "retrieve"]] = Field(
+        default_factory=list[Literal["list", "retrieve"]], json_schema_extra={"default": []}
+    )
     """Operations allowed in this run."""
 
 
@@ -101,17 +107,21 @@ class StorageResource(ProtocolModel):
 class AgentResources(ProtocolModel):
     """The run's authorized resources: a projection of the host's authorization snapshot."""
 
-    models: list[ModelResource] = []
+    models: list[ModelResource] = Field(
+        default_factory=list[ModelResource], json_schema_extra={"default": []}
+    )
     """Models."""
-    tools: list[ToolResource] = []
+    tools: list[ToolResource] = Field(default_factory=list[ToolResource], json_schema_extra={"default": []})
     """Tools."""
-    knowledge_bases: list[KnowledgeBaseResource] = []
+    knowledge_bases: list[KnowledgeBaseResource] = Field(
+        default_factory=list[KnowledgeBaseResource], json_schema_extra={"default": []}
+    )
     """Knowledge bases."""
-    files: list[FileResource] = []
+    files: list[FileResource] = Field(default_factory=list[FileResource], json_schema_extra={"default": []})
     """Files."""
     storage: StorageResource = Field(default_factory=StorageResource)
     """Storage areas."""
-    platform_capabilities: dict[str, Any] = {}
+    platform_capabilities: dict[str, Any] = Field(default_factory=dict, json_schema_extra={"default": {}})
     """Platform abilities, informational."""
 
     def model(self, model_id: str) -> ModelResource | None:

@@ -98,7 +98,7 @@ class WelcomeFrame(ProtocolModel):
     """Version of the runtime's SDK, for diagnostics."""
     pid: int | None = None
     """Process id of the runtime, for diagnostics."""
-    runners: list[str] = []
+    runners: list[str] = Field(default_factory=list[str], json_schema_extra={"default": []})
     """Ids of the runners the runtime hosts."""
 
 
@@ -139,7 +139,7 @@ class RunnersFrame(ProtocolModel):
     """Discriminator."""
     id: int
     """The request's id."""
-    runners: list[WireObject] = []
+    runners: list[WireObject] = Field(default_factory=list[WireObject], json_schema_extra={"default": []})
     """One ``AgentRunnerManifest`` object per runner (the host validates each on its own)."""
 
 
