@@ -6,21 +6,19 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import sysconfig
 import tempfile
-import time
 from collections.abc import Generator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
-import httpx
+from agentrunner_host.cli import HTTP_PORT_FILE
 from agentrunner_host.runtime.sandbox import PluginUser, ensure_plugin_user
+from serve_ready import wait_until_ready
 
 PROBE_SOURCE = Path(__file__).parent / "plugins" / "probe"
-_START_TIMEOUT = 90.0
 
 
 @contextmanager
@@ -82,16 +80,12 @@ def plugin_command(user: PluginUser) -> list[str] | None:
     return None
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @contextmanager
 def serving(config: Path, data_dir: Path, log: Path, *, env: Mapping[str, str]) -> Generator[tuple[str, int]]:
-    """``agentrunner serve`` as a real process; yields its base URL and pid, stops it with SIGTERM."""
-    port = free_port()
+    """``agentrunner serve --port 0`` as a real process (its URL from the port file it writes in the data
+    directory); yields its base URL and pid, stops it with SIGTERM."""
+    port_file = data_dir / HTTP_PORT_FILE
+    port_file.unlink(missing_ok=True)  # a killed serve leaves its port behind: never read it as this one's
     environ = {k: v for k, v in os.environ.items() if not k.startswith("AGENTRUNNER_")}
     environ.update(env)
     token = environ.get("AGENTRUNNER_API_TOKEN")
@@ -100,25 +94,15 @@ def serving(config: Path, data_dir: Path, log: Path, *, env: Mapping[str, str]) 
         process = subprocess.Popen(
             [
                 *(sys.executable, "-m", "agentrunner_host.cli", "serve", "--config", str(config)),
-                *("--port", str(port), "--data-dir", str(data_dir)),
+                *("--port", "0", "--data-dir", str(data_dir)),
             ],
             stdin=subprocess.DEVNULL,
             stdout=log_file,
             stderr=subprocess.STDOUT,
             env=environ,
         )
-    base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + _START_TIMEOUT
-        while True:
-            assert process.poll() is None, f"serve exited early:\n{log.read_text()}"
-            try:
-                if httpx.get(f"{base}/readyz", headers=headers, timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, f"serve did not become ready:\n{log.read_text()}"
-            time.sleep(0.1)
+        base = wait_until_ready(process, port_file, log, headers=headers)
         yield base, process.pid
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=30) == 0, log.read_text()
