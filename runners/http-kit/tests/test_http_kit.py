@@ -1,10 +1,14 @@
 """The shared HTTP-runner kit: deadlines, error mapping, redaction, deltas, JSON streams, state, and a session
-against a loopback fake server (SSE, statuses, timeout, a cancelled stream closes the connection)."""
+against a loopback fake server (SSE, statuses, timeout, a cancelled stream closes the connection, a stream left at
+its last frame is read to its end)."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator
+import contextlib
+import gc
+import sys
+from collections.abc import AsyncGenerator, AsyncIterator, Generator
 
 import httpx
 import pytest
@@ -28,7 +32,9 @@ from agentrunner_http_kit import (
     transport_error,
     user_tag,
 )
+from agentrunner_http_kit import session as kit_session
 from agentrunner_http_kit.testing import FakePlatform, FakeResponse, run_context, sse_frame
+from httpx_sse import ServerSentEvent
 
 SENTINEL = "sk-sentinel-0123456789abcdef"
 
@@ -304,3 +310,96 @@ def test_user_tag_and_adapter_params() -> None:
     ctx = run_context().model_copy(update={"adapter": AdapterContext(extra={"params": {"a": 1}})})
     assert adapter_params(ctx) == {"a": 1}
     assert adapter_params(run_context()) == {}
+
+
+@contextlib.contextmanager
+def loop_finalized_readers() -> Generator[list[str]]:
+    """The HTTP client's async generators (httpx, httpcore, httpx-sse, this kit) that were dropped unfinished
+    and so left for the event loop to finalize. Enter it inside the running test: the loop installs its own
+    hooks each time it starts running."""
+    previous = sys.get_asyncgen_hooks()
+    finalized: list[str] = []
+    client_code = ("httpx", "httpcore", "httpx_sse", "agentrunner_http_kit")
+
+    def finalizer(agen: AsyncGenerator[object]) -> None:
+        code = getattr(agen, "ag_code", None)
+        filename = getattr(code, "co_filename", "")
+        if any(f"/{name}/" in filename for name in client_code):
+            finalized.append(getattr(code, "co_qualname", "?"))
+        if previous.finalizer is not None:
+            previous.finalizer(agen)
+
+    sys.set_asyncgen_hooks(firstiter=previous.firstiter, finalizer=finalizer)
+    try:
+        yield finalized
+    finally:
+        sys.set_asyncgen_hooks(*previous)
+
+
+async def test_a_stream_left_at_its_last_frame_is_read_to_its_end_and_leaves_the_loop_nothing_to_finalize() -> (
+    None
+):
+    async with FakePlatform() as fake:
+        frames = [sse_frame({"n": 1}), sse_frame({"end": True}), ": trailing comment\n\n"]
+        fake.route("POST", "/sse", FakeResponse.sse(frames))
+        fake.route("POST", "/json", FakeResponse(chunks=['{"n": 1}\n', '{"end": true}\n', '{"after": 1}\n']))
+        got: list[object] = []
+        with loop_finalized_readers() as finalized:
+            async with HttpSession.open(run_context(), platform="Fake", timeout=30) as http:
+                async with http.stream("POST", f"{fake.base_url}/sse") as response:
+                    async for event in response.events():
+                        got.append(event.data)
+                        if "end" in event.data:
+                            break  # the platform's last frame, as runners stop at message_end
+                async with http.stream("POST", f"{fake.base_url}/json") as response:
+                    async for value in response.json_objects():
+                        got.append(value)
+                        if "end" in value:
+                            break
+            gc.collect()
+    assert got == ['{"n": 1}', '{"end": true}', {"n": 1}, {"end": True}]
+    # without HttpStream.finish, each break left httpx's chain of ~9 reader generators to the loop
+    assert finalized == []
+
+
+async def test_a_stream_still_open_after_the_last_frame_is_closed_and_the_run_goes_on() -> None:
+    async with FakePlatform() as fake:
+        fake.route("POST", "/hold", FakeResponse.sse([sse_frame({"end": True})], hold=True))
+        async with HttpSession.open(run_context(), platform="Fake", timeout=30) as http:
+            async with http.stream("POST", f"{fake.base_url}/hold") as response:
+                got = [event.data async for event in _until_end(response.events())]
+            assert got == ['{"end": true}']
+            # the wait for the end of the body is short, and the platform sees the connection go away
+            await asyncio.wait_for(fake.disconnected.wait(), 30)
+
+
+async def test_cancelling_a_run_while_its_stream_finishes_propagates_and_closes_the_stream(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(kit_session, "_FINISH_SECONDS", 60)  # only the cancellation can end the wait
+    async with FakePlatform() as fake:
+        fake.route("POST", "/hold", FakeResponse.sse([sse_frame({"end": True})], hold=True))
+        finishing = asyncio.Event()
+
+        async def consume() -> None:
+            async with (
+                HttpSession.open(run_context(), platform="Fake", timeout=60) as http,
+                http.stream("POST", f"{fake.base_url}/hold") as response,
+            ):
+                async for _ in _until_end(response.events()):
+                    pass
+                finishing.set()
+
+        task = asyncio.create_task(consume())
+        await finishing.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):  # noqa: PT011 - a cancellation has no message
+            await task
+        await asyncio.wait_for(fake.disconnected.wait(), 30)
+
+
+async def _until_end(events: AsyncIterator[ServerSentEvent]) -> AsyncIterator[ServerSentEvent]:
+    async for event in events:
+        yield event
+        if "end" in event.data:
+            return

@@ -3,8 +3,10 @@ stream closed on every exit (so a cancelled run closes its connection and the pl
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import ssl
+import types
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from typing import Any, Final, TypeVar
 
@@ -24,6 +26,9 @@ MAX_BODY_BYTES: Final = 4 * 1024 * 1024
 """Largest non-streamed body read (JSON answers, error bodies)."""
 
 _ERROR_BODY_BYTES: Final = 16 * 1024
+_FINISH_SECONDS: Final = 0.1
+"""How long a stream left after the platform's last frame may take to end by itself (see
+:meth:`HttpStream.finish`)."""
 _T = TypeVar("_T")
 _SSL: list[ssl.SSLContext] = []
 
@@ -37,14 +42,19 @@ def _ssl_context() -> ssl.SSLContext:
 
 class HttpStream:
     """An open response. Iterate :meth:`events` (SSE), :meth:`json_objects` (concatenated JSON) or
-    :meth:`text_chunks`, or :meth:`read` it whole; each step waits at most until the run's deadline."""
+    :meth:`text_chunks`, or :meth:`read` it whole; each step waits at most until the run's deadline.
 
-    __slots__ = ("_session", "response")
+    A runner may stop iterating at the platform's last frame (``message_end``, ``finish_reason``...): when the
+    ``async with`` of :meth:`HttpSession.stream` then ends normally, :meth:`finish` reads what is left of the
+    body for a moment so the chain of readers under the iterator ends by itself."""
+
+    __slots__ = ("_reader", "_session", "response")
 
     def __init__(self, session: HttpSession, response: httpx.Response) -> None:
         self._session = session
         self.response = response
         """The httpx response (status and headers; its body is read through this object)."""
+        self._reader: AsyncGenerator[object] | None = None
 
     @property
     def status_code(self) -> int:
@@ -91,19 +101,46 @@ class HttpStream:
     def events(self) -> AsyncIterator[ServerSentEvent]:
         """The Server-Sent Events of the body (parsed by httpx-sse; comments and retry fields are dropped).
         A body that is not ``text/event-stream`` fails ``response_invalid``."""
-        source = EventSource(self.response).aiter_sse()
-        return self._session.bounded(source)
+        return self._track(self._session.bounded(EventSource(self.response).aiter_sse()))
 
-    async def text_chunks(self) -> AsyncIterator[str]:
+    def text_chunks(self) -> AsyncIterator[str]:
         """The body decoded as text, chunk by chunk as it arrives."""
-        async for chunk in self._session.bounded(self.response.aiter_text()):
-            yield chunk
+        return self._track(self._session.bounded(self.response.aiter_text()))
 
-    async def json_objects(self) -> AsyncIterator[Any]:
+    def json_objects(self) -> AsyncIterator[Any]:
         """Each JSON value of a body of concatenated values, however they are split across chunks
         (``response_invalid`` on text that is not JSON or a value cut off at the end)."""
+        return self._track(self._json_objects())
+
+    def _track(self, reader: AsyncGenerator[_T]) -> AsyncGenerator[_T]:
+        # The outermost reader, the one finish() drives to its end.
+        self._reader = reader
+        return reader
+
+    async def finish(self) -> None:
+        """Let the body's reader end with the body, if it was left unfinished: read and drop what is left for
+        at most 0.1 s (a platform ends its stream right after its last frame), then close it.
+
+        Why: a reader left open is finalized by the event loop, one task (woken through the loop's self-pipe)
+        for each of the ~9 async generators httpx and httpcore stack under it; read to its end, each of them
+        just returns. A stream still open after the wait, or failing, is closed as before: the answer is
+        complete either way. Cancellation propagates. Called by :meth:`HttpSession.stream` on a normal exit."""
+        reader, self._reader = self._reader, None
+        if reader is None:
+            return
+        try:
+            if isinstance(reader, types.AsyncGeneratorType) and reader.ag_frame is None:
+                return  # read to its end already
+            with contextlib.suppress(TimeoutError, PlatformError):
+                async with asyncio.timeout(_FINISH_SECONDS):
+                    async for _ in reader:
+                        pass
+        finally:
+            await reader.aclose()
+
+    async def _json_objects(self) -> AsyncGenerator[Any]:
         decoder = JsonObjectStream()
-        async for chunk in self.text_chunks():
+        async for chunk in self._session.bounded(self.response.aiter_text()):
             try:
                 values = list(decoder.feed(chunk))
             except ValueError as exc:
@@ -161,7 +198,7 @@ class HttpSession:
         """:func:`~.errors.status_error` with this session's platform name and redactor."""
         return status_error(status, body, platform=self.platform, redactor=self.redactor, hint=hint)
 
-    async def bounded(self, source: AsyncIterator[_T]) -> AsyncIterator[_T]:
+    async def bounded(self, source: AsyncIterator[_T]) -> AsyncGenerator[_T]:
         """*source* with each step bounded by the deadline and httpx/SSE errors mapped; closes *source*."""
         watch = ReadWatch(self.deadline)
         try:
@@ -231,6 +268,7 @@ class HttpSession:
                 body = await opened.read_text(limit=_ERROR_BODY_BYTES * 64)
                 raise self.status_error(response.status_code, body[:_ERROR_BODY_BYTES])
             yield opened
+            await opened.finish()
         finally:
             await response.aclose()
 
