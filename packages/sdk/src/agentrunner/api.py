@@ -375,6 +375,8 @@ class AgentRunAPI:
         """Perform *action* and return its JSON result unvalidated (actions outside :data:`ACTIONS` are refused)."""
         request = self._request(action, params, idempotency_key)
         timeout = self._remaining()
+        if timeout is None:  # no deadline: no timeout scope to enter and leave on every call
+            return await self.transport.call(request, timeout=None)
         try:
             async with asyncio.timeout(timeout):
                 return await self.transport.call(request, timeout=timeout)

@@ -18,7 +18,7 @@ import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Final, Literal, TypedDict, TypeGuard, cast
 
-from agentrunner import ACTIONS, AgentRunRequest, APIError, BackCallRequest, ProtocolError
+from agentrunner import ACTIONS, AgentRunRequest, APIError, BackCallRequest, ProtocolError, codec
 from agentrunner.codec import JsonObject
 from agentrunner.errors import AgentAPIError
 from agentrunner.wire import (
@@ -29,7 +29,6 @@ from agentrunner.wire import (
     CallEndFrame,
     CallErrorFrame,
     CallFrame,
-    CallResultFrame,
     CancelFrame,
     ChunkFrame,
     CreditFrame,
@@ -97,6 +96,32 @@ def _is_result(raw: object) -> TypeGuard[_ResultWire]:
     )
 
 
+class _CallWire(TypedDict):
+    """A unary ``call`` frame as decoded: :class:`~agentrunner.wire.CallFrame`'s fields, checked by :func:`_is_unary_call`
+    (a back-call's frame is validated once, as the :class:`~agentrunner.BackCallRequest` it carries)."""
+
+    kind: Literal["call"]
+    id: int
+    request: JsonObject
+
+
+def _is_unary_call(raw: object) -> TypeGuard[_CallWire]:
+    # The same constraints as CallFrame; anything else (a streaming call, a value pydantic would coerce or
+    # refuse) goes through CallFrame itself.
+    if not isinstance(raw, dict):
+        return False
+    frame = cast("dict[str, object]", raw)
+    window = frame.get("window", 1)
+    return (
+        frame.get("kind") == "call"
+        and type(frame.get("id")) is int
+        and type(frame.get("request")) is dict
+        and frame.get("stream", False) is False
+        and type(window) is int
+        and window >= 1
+    )
+
+
 class _Ended:
     __slots__ = ("error",)
 
@@ -119,16 +144,25 @@ class _HostRun:
 class _Call:
     """A back-call being served; streaming calls wait for the runtime's chunk credit."""
 
-    __slots__ = ("credit", "credit_changed", "run", "task")
+    __slots__ = ("credit", "credit_changed", "run", "started", "task")
 
     def __init__(self, run: _HostRun, window: int) -> None:
         self.run = run
         self.credit = window
-        self.credit_changed = asyncio.Event()
+        self.credit_changed: asyncio.Event | None = None  # made by the first wait: unary calls never wait
         self.task: asyncio.Task[None] | None = None
+        self.started = False
+        """The task ran its first step; before that, cancelling it skips its body (and its clean-up)."""
+
+    def add_credit(self, n: int) -> None:
+        self.credit += n
+        if self.credit_changed is not None:
+            self.credit_changed.set()
 
     async def take_credit(self) -> None:
         while self.credit <= 0:
+            if self.credit_changed is None:
+                self.credit_changed = asyncio.Event()
             self.credit_changed.clear()
             await self.credit_changed.wait()
         self.credit -= 1
@@ -372,6 +406,9 @@ class WireSession:
                 "runtime.payload_too_large",
                 f"a {frame.__class__.__name__} of {len(data)} bytes exceeds the frame limit",
             )
+        await self._write(data)
+
+    async def _write(self, data: bytes) -> None:
         try:
             await self._channel.send(data)
         except (ConnectionError, RuntimeError) as exc:
@@ -387,8 +424,15 @@ class WireSession:
     def _cancel_calls(self, run: _HostRun) -> None:
         for call_id in list(run.calls):
             call = self._calls.get(call_id)
-            if call is not None and call.task is not None:
-                call.task.cancel()
+            if call is not None:
+                self._cancel_call(call_id, call)
+
+    def _cancel_call(self, call_id: int, call: _Call) -> None:
+        if call.task is not None:
+            call.task.cancel()
+        if not call.started:
+            # Cancelled before its first step, the task never enters the body whose finally forgets it.
+            self._forget_call(call_id, call)
 
     async def _read_loop(self) -> None:
         try:
@@ -401,6 +445,9 @@ class WireSession:
                     # Most frames are results: checked field by field here, the same constraints as
                     # ResultFrame, without building a model per result.
                     self._on_result(raw["run_id"], raw["sequence"], raw["result"])
+                    continue
+                if _is_unary_call(raw):
+                    self._start_call(raw["id"], raw["request"], stream=False, window=0)
                     continue
                 frame = frame_from_object(raw)
                 if frame is not None:
@@ -449,17 +496,16 @@ class WireSession:
                 )
                 run.queue.put_nowait(_Ended(failure))
                 self._cancel_calls(run)
-            case CallFrame():
-                self._start_call(frame)
+            case CallFrame(id=call_id, request=request, stream=stream, window=window):
+                self._start_call(call_id, request, stream=stream, window=window)
             case StreamCreditFrame(id=call_id, n=n):
                 call = self._calls.get(call_id)
                 if call is not None:
-                    call.credit += n
-                    call.credit_changed.set()
+                    call.add_credit(n)
             case CallCancelFrame(id=call_id):
                 call = self._calls.get(call_id)
-                if call is not None and call.task is not None:
-                    call.task.cancel()
+                if call is not None:
+                    self._cancel_call(call_id, call)
             case WelcomeFrame() | RunnersFrame() | PongFrame():
                 future = self._pending.get(frame.id)
                 if future is not None and not future.done():
@@ -473,11 +519,10 @@ class WireSession:
 
     # -- back-calls ------------------------------------------------------------------------------------------
 
-    def _start_call(self, frame: CallFrame) -> None:
-        call_id = frame.id
+    def _start_call(self, call_id: int, wire_request: JsonObject, *, stream: bool, window: int) -> None:
         if call_id in self._calls:
             raise ProtocolError(f"call id {call_id} is already in use")
-        raw = dict(frame.request)
+        raw = dict(wire_request)
         raw["caller"] = self.plugin_id  # identity is the connection, whatever the runtime wrote
         try:
             request = BackCallRequest.model_validate(raw)
@@ -491,22 +536,22 @@ class WireSession:
             self._answer_error(call_id, "unauthorized", f"run {request.run_id} is not live on this runtime")
             return
         spec = ACTIONS.get(request.action)
-        if spec is not None and spec.streaming != frame.stream:
+        if spec is not None and spec.streaming != stream:
             how = "a streaming" if spec.streaming else "a unary"
             self._answer_error(call_id, "invalid_argument", f"{request.action} is {how} action")
             return
-        call = _Call(run, frame.window)
-        # Each call gets its own task from the start: handlers may rely on task identity (anyio/asyncio locks
-        # remember their owner), so a hand-rolled eager first step would break them.
+        call = _Call(run, window)
+        # Each call gets its own task from the start: handlers may rely on task identity (asyncio.timeout
+        # cancels the current task; anyio locks remember their owner), so a hand-rolled eager first step in the
+        # reader would break them. The task forgets the call itself when it ends (no done callback to schedule).
         serve = (
             self._serve_stream(call_id, call, request)
-            if frame.stream
-            else self._serve_unary(call_id, request)
+            if stream
+            else self._serve_unary(call_id, call, request)
         )
         self._calls[call_id] = call
         run.calls.add(call_id)
         call.task = asyncio.create_task(serve, name=f"agentrunner-call-{self.plugin_id}-{call_id}")
-        call.task.add_done_callback(lambda _t: self._forget_call(call_id, call))
 
     def _forget_call(self, call_id: int, call: _Call) -> None:
         if self._calls.get(call_id) is call:
@@ -516,39 +561,49 @@ class WireSession:
     def _answer_error(self, call_id: int, code: str, message: str) -> None:
         self._send_nowait(CallErrorFrame(id=call_id, error=AgentAPIError(code=code, message=message)))
 
-    async def _answer(self, frame: BaseModel, call_id: int) -> None:
+    async def _send_error(self, call_id: int, error: APIError) -> None:
+        with contextlib.suppress(RunnerTransportError):
+            await self._send(CallErrorFrame(id=call_id, error=error.to_wire()))
+
+    async def _serve_unary(self, call_id: int, call: _Call, request: BackCallRequest) -> None:
+        call.started = True
         try:
-            await self._send(frame)
-        except RunnerTransportError as exc:
-            if exc.code == "runtime.payload_too_large":
+            try:
+                result = await self._handler.handle(request)
+            except APIError as exc:
+                await self._send_error(call_id, exc)
+                return
+            except Exception:
+                _log.exception("back-call %s of plugin %s failed", request.action, self.plugin_id)
                 await self._send_error(
-                    call_id, APIError.from_wire({"code": "payload_too_large", "message": exc.message})
+                    call_id, APIError.from_wire({"code": "runtime_error", "message": "internal error"})
                 )
+                return
+            await self._answer_result(call_id, result)
+        finally:
+            self._forget_call(call_id, call)
+
+    async def _answer_result(self, call_id: int, result: JsonObject) -> None:
+        # CallResultFrame's fields encoded directly: the model would only copy the handler's JSON object.
+        try:
+            data = codec.dumps({"kind": "call_result", "id": call_id, "result": result}) + b"\n"
         except TypeError as exc:
             await self._send_error(
                 call_id,
                 APIError.from_wire({"code": "runtime_error", "message": f"result is not JSON: {exc}"}),
             )
-
-    async def _send_error(self, call_id: int, error: APIError) -> None:
-        with contextlib.suppress(RunnerTransportError):
-            await self._send(CallErrorFrame(id=call_id, error=error.to_wire()))
-
-    async def _serve_unary(self, call_id: int, request: BackCallRequest) -> None:
-        try:
-            result = await self._handler.handle(request)
-        except APIError as exc:
-            await self._send_error(call_id, exc)
             return
-        except Exception:
-            _log.exception("back-call %s of plugin %s failed", request.action, self.plugin_id)
+        if len(data) > self._max_frame_bytes + 1:
+            message = f"a CallResultFrame of {len(data)} bytes exceeds the frame limit"
             await self._send_error(
-                call_id, APIError.from_wire({"code": "runtime_error", "message": "internal error"})
+                call_id, APIError.from_wire({"code": "payload_too_large", "message": message})
             )
             return
-        await self._answer(CallResultFrame(id=call_id, result=result), call_id)
+        with contextlib.suppress(RunnerTransportError):
+            await self._write(data)
 
     async def _serve_stream(self, call_id: int, call: _Call, request: BackCallRequest) -> None:
+        call.started = True
         chunks = self._handler.handle_stream(request)
         try:
             async for chunk in chunks:
@@ -565,6 +620,9 @@ class WireSession:
                 call_id, APIError.from_wire({"code": "runtime_error", "message": "internal error"})
             )
         finally:
-            closer = getattr(chunks, "aclose", None)
-            if closer is not None:
-                await closer()
+            try:
+                closer = getattr(chunks, "aclose", None)
+                if closer is not None:
+                    await closer()
+            finally:
+                self._forget_call(call_id, call)

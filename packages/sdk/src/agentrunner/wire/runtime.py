@@ -12,7 +12,7 @@ import itertools
 import logging
 import os
 from collections.abc import AsyncIterator, Sequence
-from typing import Final
+from typing import Final, Literal, TypedDict, TypeGuard, cast
 
 from pydantic import BaseModel, ValidationError
 
@@ -25,7 +25,7 @@ from agentrunner.errors import AgentAPIError, APIError, PayloadTooLargeError, Pr
 from agentrunner.runner import AgentRunner
 
 from .channel import FrameChannel
-from .codec import decode_frame, encode_frame
+from .codec import encode_frame, frame_from_object, parse_line
 from .frames import (
     DEFAULT_STREAM_WINDOW,
     MAX_FRAME_BYTES,
@@ -56,6 +56,27 @@ _log = logging.getLogger("agentrunner.wire.runtime")
 
 _END: Final = object()
 """Queue marker: the streaming call ended normally."""
+
+
+class _CallResultWire(TypedDict):
+    """A ``call_result`` frame as decoded: :class:`~agentrunner.wire.CallResultFrame`'s fields, checked by
+    :func:`_is_call_result` instead of building the model (every unary back-call is answered by one)."""
+
+    kind: Literal["call_result"]
+    id: int
+    result: JsonObject
+
+
+def _is_call_result(raw: object) -> TypeGuard[_CallResultWire]:
+    # The same constraints as CallResultFrame; anything else goes through the model (and its errors).
+    if not isinstance(raw, dict):
+        return False
+    frame = cast("dict[str, object]", raw)
+    return (
+        frame.get("kind") == "call_result"
+        and type(frame.get("id")) is int
+        and type(frame.get("result")) is dict
+    )
 
 
 class _RunSlot:
@@ -101,7 +122,9 @@ class WireAPITransport:
         future: asyncio.Future[JsonObject] = asyncio.get_running_loop().create_future()
         self._calls[call_id] = future
         try:
-            await self._runtime.send(CallFrame(id=call_id, request=self._wire_request(request)))
+            # A unary CallFrame's fields encoded directly: the model would only copy the request's dump.
+            frame = {"kind": "call", "id": call_id, "request": self._wire_request(request)}
+            await self._runtime.send_encoded(codec.dumps(frame) + b"\n", what="CallFrame")
             return await future
         except asyncio.CancelledError:
             if not future.done():
@@ -140,6 +163,19 @@ class WireAPITransport:
             self._streams.pop(call_id, None)
             if not finished:
                 self._runtime.send_nowait(CallCancelFrame(id=call_id))
+
+    def deliver_result(self, call_id: int, result: JsonObject) -> None:
+        """Route a ``call_result`` (its fields, decoded) like :meth:`deliver`."""
+        future = self._calls.get(call_id)
+        if future is not None:
+            if not future.done():
+                future.set_result(result)
+            return
+        queue = self._streams.get(call_id)
+        if queue is not None:
+            queue.put_nowait(
+                AgentAPIError(code="runtime_error", message="host answered a stream with call_result")
+            )
 
     def deliver(self, frame: CallResultFrame | CallErrorFrame | ChunkFrame | CallEndFrame) -> None:
         """Route an answer from the host to its waiting call; answers to abandoned calls are dropped."""
@@ -223,12 +259,15 @@ class PluginRuntime:
         Raises :class:`~agentrunner.errors.PayloadTooLargeError` for a frame over the host's limit: the host
         would drop the whole connection for it, so it fails only the call or run that made it.
         """
+        await self.send_encoded(encode_frame(frame), what=frame.__class__.__name__)
+
+    async def send_encoded(self, data: bytes, *, what: str) -> None:
+        """Like :meth:`send` for a frame encoded already (one NDJSON line); *what* names it in the error."""
         if self._channel is None or self._closing:
             raise RuntimeAPIError("the host connection is closed")
-        data = encode_frame(frame)
         if len(data) > self.max_frame_bytes + 1:
             raise PayloadTooLargeError(
-                f"a {frame.__class__.__name__} of {len(data)} bytes exceeds the host's {self.max_frame_bytes}-byte frame limit"
+                f"a {what} of {len(data)} bytes exceeds the host's {self.max_frame_bytes}-byte frame limit"
             )
         await self._channel.send(data)
 
@@ -261,7 +300,11 @@ class PluginRuntime:
                 line = await channel.receive()
                 if line is None:
                     break
-                frame = decode_frame(line)
+                raw = parse_line(line)
+                if _is_call_result(raw):
+                    self.transport.deliver_result(raw["id"], raw["result"])
+                    continue
+                frame = frame_from_object(raw)
                 if frame is not None:
                     await self._dispatch(frame)
         except ProtocolError as exc:
