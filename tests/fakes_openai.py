@@ -20,14 +20,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import socket
 from collections import deque
-from collections.abc import AsyncIterator, Generator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Self
 
 import uvicorn
 from agentrunner import codec as json
+from loopback_uvicorn import serve_on_loopback
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -90,12 +90,6 @@ class FakeRequest:
     """Decoded JSON body."""
 
 
-class _QuietServer(uvicorn.Server):
-    @contextlib.contextmanager
-    def capture_signals(self) -> Generator[None]:
-        yield
-
-
 class FakeOpenAIServer:
     """The fake API server (loopback only)."""
 
@@ -108,8 +102,7 @@ class FakeOpenAIServer:
         """Queued rerank answers (``raw`` bodies or errors); default: scored by word overlap."""
         self._ids = itertools.count(1)
         self._stopping = asyncio.Event()
-        self._server: _QuietServer | None = None
-        self._task: asyncio.Task[None] | None = None
+        self._serving = contextlib.AsyncExitStack()
         self._port: int | None = None
         self.app = Starlette(
             routes=[
@@ -153,33 +146,22 @@ class FakeOpenAIServer:
     # -- lifecycle -------------------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Bind 127.0.0.1 on a free port and serve."""
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", 0))
-        self._port = sock.getsockname()[1]
+        """Bind 127.0.0.1 on a port the kernel picks and serve."""
         config = uvicorn.Config(
-            self.app, log_level="warning", access_log=False, lifespan="off", timeout_graceful_shutdown=1
+            self.app,
+            host="127.0.0.1",
+            port=0,
+            log_level="warning",
+            access_log=False,
+            lifespan="off",
+            timeout_graceful_shutdown=1,
         )
-        self._server = _QuietServer(config)
-        self._task = asyncio.create_task(self._server.serve(sockets=[sock]))
-        try:
-            while not self._server.started:
-                if self._task.done():
-                    await self._task
-                    raise RuntimeError("the fake server stopped while starting")
-                await asyncio.sleep(0.005)
-        finally:
-            if not self._server.started:
-                sock.close()
+        self._port = await self._serving.enter_async_context(serve_on_loopback(config))
 
     async def stop(self) -> None:
         """Stop serving (pending delays end at once)."""
         self._stopping.set()
-        if self._server is not None and self._task is not None:
-            self._server.should_exit = True
-            await self._task
-        self._server = None
+        await self._serving.aclose()
 
     async def __aenter__(self) -> Self:
         await self.start()

@@ -3,17 +3,17 @@ process (``httpx.ASGITransport``), and a real uvicorn server on a free loopback 
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import httpx
 import pytest
-import uvicorn
 from agentrunner_host.config import Settings, load_settings
 from agentrunner_host.http import create_app
 from agentrunner_host.http.server import server_config
 from agentrunner_host.service import HostService
+from loopback_uvicorn import serve_on_loopback
 
 TOKEN = "Vq3tX9mZ2kLp8RwN4yHs7DfB1cJg6UeA0oTiQbWxYz"
 """A token strong enough for a non-loopback bind."""
@@ -64,22 +64,15 @@ class LiveServer:
     def __init__(self, service: HostService, *, token: str | None = None) -> None:
         app = create_app(service, api_token=token)
         self.config = server_config(app, host="127.0.0.1", port=0, http=service.settings.config.http)
-        self.server = uvicorn.Server(self.config)
-        self._task: asyncio.Task[None] | None = None
+        self._serving = contextlib.AsyncExitStack()
         self.port = 0
 
     async def __aenter__(self) -> LiveServer:
-        self._task = asyncio.create_task(self.server.serve())
-        while not self.server.started:
-            assert not self._task.done(), "uvicorn did not start"
-            await asyncio.sleep(0.02)
-        self.port = int(self.server.servers[0].sockets[0].getsockname()[1])
+        self.port = await self._serving.enter_async_context(serve_on_loopback(self.config))
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        if self._task is not None:
-            await self._task
+        await self._serving.aclose()
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-import socket
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +21,7 @@ from agentrunner import codec as json
 from agentrunner_host.http import create_app
 from agentrunner_host.service import HostService
 from httpx_sse import aconnect_sse
+from loopback_uvicorn import serve_on_loopback
 
 from .conftest import SettingsFactory
 from .fakes import FAST_RUNNER_ID, FakeFastStreamer, install_fakes
@@ -75,27 +75,19 @@ async def race_service(race_mode: str, make_settings: SettingsFactory) -> AsyncI
 
 @pytest.fixture
 async def base_url(race_service: HostService) -> AsyncIterator[str]:
-    """The service's API served by uvicorn on a loopback socket bound to port 0 (no port race with others)."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    port = int(sock.getsockname()[1])
+    """The service's API served by uvicorn on a loopback port the kernel picks (no port race with others)."""
     # uvicorn closes a keep-alive connection idle for 5 s; on a loaded machine the client can pick that very
     # connection from its pool as it closes (a ReadError). No idle timeout within the test's life.
     config = uvicorn.Config(
-        create_app(race_service, api_token=None), lifespan="off", log_level="warning", timeout_keep_alive=600
+        create_app(race_service, api_token=None),
+        host="127.0.0.1",
+        port=0,
+        lifespan="off",
+        log_level="warning",
+        timeout_keep_alive=600,
     )
-    server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve(sockets=[sock]))
-    while not server.started:
-        assert not task.done(), "uvicorn did not start"
-        await asyncio.sleep(0.02)
-    try:
+    async with serve_on_loopback(config) as port:
         yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        await task
-        sock.close()
 
 
 @dataclass

@@ -14,6 +14,7 @@ from agentrunner_host.cli import EXIT_FAILURE, EXIT_OK, cli
 from agentrunner_host.http import create_app
 from agentrunner_host.http.schemas import RunOut
 from agentrunner_host.service import HostService, RunView
+from loopback_uvicorn import serve_on_loopback
 
 from .conftest import TOKEN, client_for
 from .fakes import GATED_RUNNER_ID, FakeGatedRunner, install_fakes
@@ -26,17 +27,8 @@ async def server(service: HostService) -> AsyncIterator[str]:
     config = uvicorn.Config(
         create_app(service, api_token=TOKEN), host="127.0.0.1", port=0, lifespan="off", log_level="warning"
     )
-    instance = uvicorn.Server(config)
-    task = asyncio.create_task(instance.serve())
-    while not instance.started:
-        assert not task.done(), "uvicorn did not start"
-        await asyncio.sleep(0.02)
-    port = int(instance.servers[0].sockets[0].getsockname()[1])
-    try:
+    async with serve_on_loopback(config) as port:
         yield f"http://127.0.0.1:{port}"
-    finally:
-        instance.should_exit = True
-        await task
 
 
 async def _cli(*argv: str) -> tuple[int, str]:
