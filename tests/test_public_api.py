@@ -488,6 +488,7 @@ _SDK_SUBMODULE_APIS: dict[str, list[str]] = {
         "dumps_str",
         "json_size",
         "loads",
+        "loads_object",
         "non_finite_path",
     ],
     "agentrunner.actions": [

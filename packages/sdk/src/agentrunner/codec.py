@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 import orjson
 from pydantic import JsonValue
@@ -17,6 +17,7 @@ __all__ = [
     "dumps_str",
     "json_size",
     "loads",
+    "loads_object",
     "non_finite_path",
 ]
 
@@ -34,6 +35,15 @@ already), so pydantic's recursive ``JsonValue`` check (about 10x the cost on a r
 what is known; the field's JSON schema stays ``{"type": "object"}``."""
 
 _OPTIONS = orjson.OPT_NON_STR_KEYS
+# what orjson decodes a document that is not an object to
+_JSON_KINDS: dict[type, str] = {
+    list: "an array",
+    str: "a string",
+    int: "a number",
+    float: "a number",
+    bool: "true or false",
+    type(None): "null",
+}
 
 
 def dumps(value: Any) -> bytes:
@@ -49,6 +59,17 @@ def dumps_str(value: Any) -> str:
 def loads(data: bytes | bytearray | memoryview | str) -> Any:
     """Decode JSON; raises ``orjson.JSONDecodeError`` (a ``ValueError``) on malformed input."""
     return orjson.loads(data)
+
+
+def loads_object(data: bytes | bytearray | memoryview | str) -> JsonObject:
+    """Decode a JSON object; raises ``ValueError`` (``orjson.JSONDecodeError`` is one) on malformed input or
+    when the document is not an object.
+
+    Decoded JSON holds only JSON values, so the result is typed as what it is instead of ``Any``."""
+    value = orjson.loads(data)
+    if not isinstance(value, dict):
+        raise ValueError(f"expected a JSON object, not {_JSON_KINDS[type(value)]}")
+    return cast(JsonObject, value)
 
 
 def json_size(value: Any) -> int:

@@ -27,7 +27,7 @@ from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Final, cast
 
 from agentrunner import (
     InvalidArgumentError,
@@ -39,6 +39,7 @@ from agentrunner import (
 from agentrunner import codec as json
 from agentrunner.actions import KnowledgeRetrieveParams, ModelRerankParams
 from agentrunner.api_types import KnowledgeHit
+from agentrunner.codec import JsonObject
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -276,7 +277,7 @@ _PG_LOCK_KEY: Final = 0x6B6E6F77  # advisory lock id of schema creation ("know")
 class _Row:
     document_id: str
     text: str
-    metadata: dict[str, Any]
+    metadata: JsonObject
     score: float
 
 
@@ -370,7 +371,7 @@ class KnowledgeIndex:
         async with self._write() as conn:
             await self._delete(conn, kb_id, document_id)
             for ordinal, chunk in enumerate(chunks):
-                meta: dict[str, Any] = {**metadata, "chunk": ordinal}
+                meta: JsonObject = {**metadata, "chunk": ordinal}
                 if chunk.heading is not None:
                     meta["heading"] = chunk.heading
                     meta["section"] = chunk.section
@@ -438,7 +439,7 @@ class KnowledgeIndex:
         terms = query_tokens(query)
         if not terms:
             return []
-        params: dict[str, Any] = {"kb": kb_id, "limit": limit}
+        params: dict[str, object] = {"kb": kb_id, "limit": limit}
         conditions: list[str] = []
         if self.dialect == "postgresql":
             if filters:
@@ -471,8 +472,9 @@ class KnowledgeIndex:
             rows = (await conn.execute(text(sql), params)).all()
         out: list[_Row] = []
         for document_id, body, metadata, score in rows:
-            meta: Any = json.loads(metadata) if isinstance(metadata, str) else metadata
-            out.append(_Row(str(document_id), str(body), dict(meta or {}), float(score)))
+            # SQLite hands back the column's JSON text, PostgreSQL the decoded JSONB object
+            meta = json.loads_object(metadata) if isinstance(metadata, str) else cast(JsonObject, metadata)
+            out.append(_Row(str(document_id), str(body), dict(meta), float(score)))
         return out
 
 

@@ -25,7 +25,7 @@ import logging
 import os
 from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal, cast
+from typing import Final, Literal
 
 import httpx2
 from agentrunner import (
@@ -47,6 +47,7 @@ from agentrunner import (
 from agentrunner import codec as json
 from agentrunner.actions import ModelInvokeParams, ModelRerankParams
 from agentrunner.api_types import ModelToolCall, ModelUsage, RerankItem
+from agentrunner.codec import JsonObject
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
 
 from agentrunner_host.access import RunAccess
@@ -230,11 +231,12 @@ class OpenAICompatibleModels:
                         done = True
                         break
                     try:
-                        chunk = _obj(json.loads(event.data))
+                        decoded: JsonValue = json.loads(event.data)
                     except ValueError:
                         raise RuntimeAPIError(
                             f"model {config.id!r} streamed a malformed chunk", retryable=True
                         ) from None
+                    chunk = _obj(decoded)  # a chunk that is not an object carries nothing: skipped
                     usage = _usage(chunk.get("usage")) or usage
                     for choice in map(_obj, _items(chunk.get("choices"))):
                         if choice.get("index", 0) != 0:
@@ -243,7 +245,7 @@ class OpenAICompatibleModels:
                         for fragment in _items(delta.get("tool_calls")):
                             _merge_fragment(pending, fragment)
                         text = delta.get("content")
-                        finish_reason = choice.get("finish_reason") or finish_reason
+                        finish_reason = _str(choice.get("finish_reason")) or finish_reason
                         if isinstance(text, str) and text:
                             yield ModelStreamChunk(delta=text)
         except httpx2.TimeoutException:
@@ -271,11 +273,11 @@ class OpenAICompatibleModels:
         config = self._config(model.model_id, "rerank")
         if not params.documents:
             return RerankResult()
-        body: dict[str, Any] = {
+        body: JsonObject = {
             **config.extra_args,
             "model": config.model,
             "query": params.query,
-            "documents": params.documents,
+            "documents": [*params.documents],
             "top_n": params.top_k or len(params.documents),
         }
         data = await self._post_json(config, "/rerank", body)
@@ -327,7 +329,7 @@ class OpenAICompatibleModels:
     def _url(config: ModelConfig, path: str) -> str:
         return config.base_url + path
 
-    async def _post_json(self, config: ModelConfig, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    async def _post_json(self, config: ModelConfig, path: str, body: JsonObject) -> JsonObject:
         headers = self._headers(config)
         try:
             response = await self._client.post(
@@ -343,12 +345,12 @@ class OpenAICompatibleModels:
 
     async def _chat_body(
         self, config: ModelConfig, params: ModelInvokeParams, *, access: RunAccess, stream: bool
-    ) -> dict[str, Any]:
+    ) -> JsonObject:
         overrides = dict(params.extra_args or {})
         reserved = sorted(RESERVED_REQUEST_KEYS & overrides.keys())
         if reserved:
             raise InvalidArgumentError(f"extra_args may not set {', '.join(reserved)}")
-        body: dict[str, Any] = {**config.extra_args, **overrides}
+        body: JsonObject = {**config.extra_args, **overrides}
         body["model"] = config.model
         body["messages"] = [await self._message(config, m, access) for m in params.messages]
         if params.tools:
@@ -361,13 +363,13 @@ class OpenAICompatibleModels:
                 body["stream_options"] = {"include_usage": True}
         return body
 
-    async def _message(self, config: ModelConfig, message: ChatMessage, access: RunAccess) -> dict[str, Any]:
-        out: dict[str, Any] = {"role": message.role}
+    async def _message(self, config: ModelConfig, message: ChatMessage, access: RunAccess) -> JsonObject:
+        out: JsonObject = {"role": message.role}
         content = message.content
         if content is None or isinstance(content, str):
             out["content"] = content
         else:
-            parts: list[dict[str, Any]] = []
+            parts: list[JsonValue] = []
             for element in content:
                 if isinstance(element, TextContent):
                     parts.append({"type": "text", "text": element.text})
@@ -420,7 +422,7 @@ class OpenAICompatibleModels:
 # -- helpers -------------------------------------------------------------------------------------------------
 
 
-def _to_response(config: ModelConfig, data: dict[str, Any]) -> ModelResponse:
+def _to_response(config: ModelConfig, data: JsonObject) -> ModelResponse:
     choices = _items(data.get("choices"))
     choice = _obj(choices[0]) if choices else {}
     if not choice:
@@ -450,11 +452,12 @@ def _single_chunk(response: ModelResponse) -> ModelStreamChunk:
     )
 
 
-def _decode(config: ModelConfig, response: httpx2.Response) -> dict[str, Any]:
+def _decode(config: ModelConfig, response: httpx2.Response) -> JsonObject:
     try:
-        data = _obj(json.loads(response.content))
+        decoded: JsonValue = json.loads(response.content)
     except ValueError:
         raise RuntimeAPIError(f"model {config.id!r} answered with malformed JSON", retryable=True) from None
+    data = _obj(decoded)
     if not data:
         raise RuntimeAPIError(f"model {config.id!r} answered with unexpected JSON", retryable=True)
     return data
@@ -464,14 +467,18 @@ def _is_event_stream(response: httpx2.Response) -> bool:
     return response.headers.get("content-type", "").partition(";")[0].strip().lower() == "text/event-stream"
 
 
-def _obj(value: object) -> dict[str, Any]:
+def _obj(value: JsonValue) -> JsonObject:
     """*value* as a JSON object, or an empty one (provider JSON is untrusted)."""
-    return cast(dict[str, Any], value) if isinstance(value, dict) else {}
+    return value if isinstance(value, dict) else {}
 
 
-def _items(value: object) -> list[Any]:
+def _items(value: JsonValue) -> list[JsonValue]:
     """*value* as a JSON array, or an empty one."""
-    return cast(list[Any], value) if isinstance(value, list) else []
+    return value if isinstance(value, list) else []
+
+
+def _str(value: JsonValue) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def _timeout(config: ModelConfig) -> httpx2.Timeout:
@@ -488,7 +495,7 @@ def _may_read(access: RunAccess, record: ArtifactRecord) -> bool:
     return own is not None and record.owner.conversation_id == own.conversation_id
 
 
-def _function_tool(tool: dict[str, Any]) -> dict[str, Any]:
+def _function_tool(tool: JsonObject) -> JsonObject:
     """Accept OpenAI's ``{"type": "function", "function": {...}}`` or the bare function schema."""
     function = _obj(tool.get("function")) if tool.get("type") == "function" else tool
     name = function.get("name")
@@ -497,7 +504,7 @@ def _function_tool(tool: dict[str, Any]) -> dict[str, Any]:
     return {"type": "function", "function": function}
 
 
-def _merge_fragment(pending: dict[int, _PendingToolCall], raw: object) -> None:
+def _merge_fragment(pending: dict[int, _PendingToolCall], raw: JsonValue) -> None:
     fragment = _obj(raw)
     index = fragment.get("index", 0)
     if not isinstance(index, int):
@@ -515,22 +522,20 @@ def _merge_fragment(pending: dict[int, _PendingToolCall], raw: object) -> None:
         call.arguments.append(arguments)
 
 
-def _tool_call(config: ModelConfig, raw: object) -> ModelToolCall:
+def _tool_call(config: ModelConfig, raw: JsonValue) -> ModelToolCall:
     call = _obj(raw)
     function = _obj(call.get("function"))
     name = function.get("name")
     if not isinstance(name, str) or not name:
         raise RuntimeAPIError(f"model {config.id!r} returned a malformed tool call", retryable=True)
     text = function.get("arguments") or "{}"
-    arguments: object = None
+    arguments: JsonObject | None = None
     if isinstance(text, dict):
-        arguments = cast(object, text)
+        arguments = text
     elif isinstance(text, str):
-        try:
-            arguments = json.loads(text)
-        except ValueError:
-            arguments = None
-    if not isinstance(arguments, dict):
+        with contextlib.suppress(ValueError):
+            arguments = json.loads_object(text)
+    if arguments is None:
         raise RuntimeAPIError(
             f"model {config.id!r} returned tool-call arguments that are not a JSON object", retryable=True
         )
@@ -538,7 +543,7 @@ def _tool_call(config: ModelConfig, raw: object) -> ModelToolCall:
     return ModelToolCall(
         id=call_id if isinstance(call_id, str) and call_id else f"call_{name}",
         name=name,
-        arguments=cast(dict[str, Any], arguments),
+        arguments=arguments,
     )
 
 
@@ -546,7 +551,7 @@ def _int(value: object) -> int:
     return value if isinstance(value, int) else 0
 
 
-def _usage(raw: object) -> ModelUsage | None:
+def _usage(raw: JsonValue) -> ModelUsage | None:
     usage = _obj(raw)
     if not usage:
         return None
@@ -564,7 +569,7 @@ def _scrub(text: str, key: str | None) -> str:
 
 def _upstream_message(response: httpx2.Response) -> str:
     try:
-        data = _obj(json.loads(response.content))
+        data = json.loads_object(response.content)
     except ValueError:
         return response.text
     error = data.get("error")
@@ -578,7 +583,7 @@ def _status_error(config: ModelConfig, response: httpx2.Response, key: str | Non
     status = response.status_code
     detail = _scrub(_upstream_message(response), key)
     message = f"model {config.id!r}: provider answered {status}" + (f": {detail}" if detail else "")
-    details: dict[str, Any] = {"status": status}
+    details: JsonObject = {"status": status}
     retry_after = response.headers.get("retry-after")
     if retry_after is not None:
         with contextlib.suppress(ValueError):
