@@ -25,9 +25,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Self
 
-import uvicorn
 from agentrunner import codec as json
-from loopback_uvicorn import serve_on_loopback
+from loopback_uvicorn import serve_app
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -147,16 +146,7 @@ class FakeOpenAIServer:
 
     async def start(self) -> None:
         """Bind 127.0.0.1 on a port the kernel picks and serve."""
-        config = uvicorn.Config(
-            self.app,
-            host="127.0.0.1",
-            port=0,
-            log_level="warning",
-            access_log=False,
-            lifespan="off",
-            timeout_graceful_shutdown=1,
-        )
-        self._port = await self._serving.enter_async_context(serve_on_loopback(config))
+        self._port = await self._serving.enter_async_context(serve_app(self.app, lifespan="off"))
 
     async def stop(self) -> None:
         """Stop serving (pending delays end at once)."""

@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import socket
 from collections.abc import AsyncGenerator, Generator
+from typing import Any, Literal
 
 import uvicorn
 
@@ -52,3 +53,20 @@ async def serve_on_loopback(config: uvicorn.Config) -> AsyncGenerator[int]:
     finally:
         server.should_exit = True
         await task
+
+
+@contextlib.asynccontextmanager
+async def serve_app(app: Any, *, lifespan: Literal["on", "off"] = "on") -> AsyncGenerator[int]:
+    """Serve the ASGI *app* quietly (warnings only, no access log, 1 s shutdown grace) with :func:`serve_on_loopback`;
+    yields the port."""
+    config = uvicorn.Config(
+        app,
+        host="127.0.0.1",
+        port=0,
+        log_level="warning",
+        access_log=False,
+        lifespan=lifespan,
+        timeout_graceful_shutdown=1,
+    )
+    async with serve_on_loopback(config) as port:
+        yield port

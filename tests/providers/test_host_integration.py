@@ -28,8 +28,8 @@ from agentrunner_host.stores import HostStores
 from agentrunner_host.stores.engine import create_engine, default_sqlite_url, upgrade
 from fakes_openai import FakeOpenAIServer, FakeToolCall
 from host.fakes import PLUGIN, binding, event, scripted
+from loopback_uvicorn import serve_app
 
-from .loopback import serve
 from .mcp_tiny_server import server as tiny_server
 
 SCHEMA = [DynamicFormItemSchema(name="model", label=I18nObject(en_US="Model"), type="llm-model-selector")]
@@ -116,7 +116,7 @@ async def test_a_large_mcp_tool_result_is_read_back_through_the_artifact_api(sto
         yield out.complete()
 
     runner = scripted(script, permissions=PERMISSIONS, tool_calling=True)
-    async with serve(tiny_server.streamable_http_app()) as port:
+    async with serve_app(tiny_server.streamable_http_app()) as port:
         tools = HostTools(
             mcp_servers=[
                 MCPServerConfig(name="tiny", transport="streamable_http", url=f"http://127.0.0.1:{port}/mcp")

@@ -20,10 +20,10 @@ from agentrunner_host.providers import tools as providers_tools
 from agentrunner_host.providers.tools import HostTools, MCPServerConfig, PythonTool, discover_python_tools
 from agentrunner_host.stores import HostStores
 from agentrunner_host.stores.engine import create_engine, default_sqlite_url, upgrade
+from loopback_uvicorn import serve_app
 from pydantic import ValidationError
 
 from . import mcp_tiny_server
-from .loopback import serve
 from .mcp_tiny_server import PNG
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -192,7 +192,7 @@ async def test_a_server_that_cannot_start_is_skipped_and_its_calls_fail_retryabl
 async def test_streamable_http_server_tools_are_listed_and_called_over_loopback() -> None:
     """The same server mounted over streamable HTTP on 127.0.0.1 serves list and call."""
     app = mcp_tiny_server.server.streamable_http_app()
-    async with serve(app) as port:
+    async with serve_app(app) as port:
         config = MCPServerConfig(name="web", transport="streamable_http", url=f"http://127.0.0.1:{port}/mcp")
         tools = HostTools(mcp_servers=[config], python_tools=[])
         try:

@@ -30,9 +30,9 @@ from agentrunner_host.stores import HostStores
 from agentrunner_host.stores.engine import create_engine, default_sqlite_url, upgrade
 from agentrunner_host.tool_risk import classify_tool, grants_dangerous_tool, name_words
 from host.fakes import PLUGIN, binding, event
+from loopback_uvicorn import serve_app
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
-from providers.loopback import serve
 
 from . import mcp_risky_server
 
@@ -120,7 +120,7 @@ async def stores(tmp_path: Path) -> AsyncIterator[HostStores]:
 async def _run_with(stores: HostStores, policy: ResourcePolicy) -> tuple[dict[str, Any], list[Any]]:
     """One run of :class:`BridgeCaller` under *policy*: its report and the run's ``host.backcall`` records."""
     mcp_risky_server.CALLS.clear()
-    async with serve(mcp_risky_server.server.streamable_http_app()) as port:
+    async with serve_app(mcp_risky_server.server.streamable_http_app()) as port:
         config = MCPServerConfig(
             name="risky",
             transport="streamable_http",
