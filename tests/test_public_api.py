@@ -331,6 +331,7 @@ _SERVICE_API = [
     "NotFoundError",
     "ReadOnlyError",
     "ReplayItem",
+    "ResultBatch",
     "RunFeed",
     "RunView",
     "Source",

@@ -1,62 +1,101 @@
-"""SSE framing of a result stream: ready events share one chunk, a quiet stream gets keep-alive comments, an
-error of the results reaches the response, and closing the response closes the results. The response that
-sends it: chunks as they come, a client disconnect ends it quietly and closes the stream, another cancel
-still cancels it."""
+"""SSE framing of a result stream: a batch of ready events is one chunk (bounded by bytes, read as it is
+framed), a quiet feed gets keep-alive comments, the batch a run ends with is the last chunk, an error of the
+results reaches the response, and closing the response closes the results. The live feed's batches. The
+response that sends it: chunks as they come, no disconnect watcher for an answer complete at once, a client
+disconnect ends it quietly and closes the stream, another cancel still cancels it."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from typing import cast
 
 import pytest
-from agentrunner_host.http.sse import KEEPALIVE, EventStreamResponse, encode_event, sse_stream
-from agentrunner_host.service import ReplayItem
+from agentrunner_host.http.sse import KEEPALIVE, Chunk, EventStreamResponse, encode_event, sse_stream
+from agentrunner_host.orchestrator import RunHandle
+from agentrunner_host.service import ReplayItem, ResultBatch, RunFeed
+from agentrunner_host.service.feeds import QUIET
+from agentrunner_host.stores import ResultRecord
 
 
-def _item(seq: int) -> ReplayItem:
-    return ReplayItem(seq, "message.delta", encoded=b'{"seq":%d}' % seq)
+def _item(seq: int, size: int = 0) -> ReplayItem:
+    return ReplayItem(seq, "message.delta", encoded=b'{"seq":%d,"pad":"%s"}' % (seq, b"x" * size))
 
 
-async def test_events_ready_together_go_out_as_one_chunk() -> None:
-    """Three results available at once are one chunk: the events' frames joined, in order."""
-
-    async def results() -> AsyncIterator[ReplayItem]:
-        for seq in (1, 2, 3):
-            yield _item(seq)
-
-    chunks = [chunk async for chunk in sse_stream(results())]
-    assert chunks == [b"".join(encode_event(_item(seq)) for seq in (1, 2, 3))]
-    assert encode_event(_item(2)) == b'id: 2\nevent: message.delta\ndata: {"seq":2}\n\n'
+async def _source(*batches: ResultBatch) -> AsyncIterator[ResultBatch]:
+    for batch in batches:
+        yield batch
 
 
-async def test_a_quiet_stream_gets_a_keep_alive_comment_then_the_next_event() -> None:
-    """While no result comes, a comment is sent every *keepalive* seconds; the result follows it."""
-    go = asyncio.Event()
+class _LastBatch(ResultBatch):
+    """A batch the run ended with."""
 
-    async def results() -> AsyncIterator[ReplayItem]:
-        yield _item(1)
-        await go.wait()
-        yield _item(2)
+    @property
+    def last(self) -> bool:
+        return True
 
-    stream = sse_stream(results(), keepalive=0.01)
-    assert await anext(stream) == encode_event(_item(1))
-    assert await anext(stream) == KEEPALIVE
-    go.set()
-    while (chunk := await anext(stream)) == KEEPALIVE:
-        pass
-    assert chunk == encode_event(_item(2))
-    assert [rest async for rest in stream] == []
+
+async def test_a_batch_of_ready_events_goes_out_as_one_chunk() -> None:
+    """Three results ready together are one chunk: the events' frames joined, in order."""
+    chunks = [chunk async for chunk in sse_stream(_source(ResultBatch([_item(1), _item(2), _item(3)])))]
+    assert chunks == [(b"".join(encode_event(_item(seq)) for seq in (1, 2, 3)), False)]
+    assert encode_event(_item(2)) == b'id: 2\nevent: message.delta\ndata: {"seq":2,"pad":""}\n\n'
+
+
+async def test_the_batch_a_run_ends_with_is_the_last_chunk_and_ends_the_stream() -> None:
+    """The end of the run is sent with its last results, and nothing is read after them."""
+    after_end: list[int] = []
+
+    async def batches() -> AsyncIterator[ResultBatch]:
+        yield ResultBatch([_item(1)])
+        yield _LastBatch([_item(2), _item(3)])
+        after_end.append(1)
+        yield ResultBatch([_item(4)])
+
+    chunks = [chunk async for chunk in sse_stream(batches())]
+    tail = encode_event(_item(2)) + encode_event(_item(3))
+    assert chunks == [(encode_event(_item(1)), False), (tail, True)]
+    assert after_end == []
+
+
+async def test_a_batch_is_framed_in_chunks_of_at_most_64_kib_reading_one_result_at_a_time() -> None:
+    """Large ready results are not all held at once: a chunk is sent as soon as the next event would take it
+    past 64 KiB (an event larger than that goes alone), and the batch is read only as far as it was framed."""
+    pulled: list[int] = []
+
+    class Counting(ResultBatch):
+        def __iter__(self) -> Iterator[ReplayItem]:
+            for seq in range(1, 41):
+                pulled.append(seq)
+                yield _item(seq, 20 * 1024 if seq <= 30 else 100 * 1024)
+
+    stream = sse_stream(_source(Counting()))
+    first, more = await anext(stream)
+    assert more is False
+    assert first == b"".join(encode_event(_item(seq, 20 * 1024)) for seq in (1, 2, 3))
+    assert pulled == [1, 2, 3, 4]
+    rest = [chunk async for chunk, _ in stream]
+    assert all(len(chunk) <= 64 * 1024 for chunk in rest[:-10])
+    assert [len(chunk) > 100 * 1024 for chunk in rest[-10:]] == [True] * 10
+    expected = b"".join(encode_event(_item(s, 20 * 1024 if s <= 30 else 100 * 1024)) for s in range(1, 41))
+    assert first + b"".join(rest) == expected
+
+
+async def test_a_quiet_batch_is_a_keep_alive_comment_then_the_next_event_follows() -> None:
+    """The source's empty batch after its idle time is a comment; the results after it are sent as usual."""
+    chunks = [chunk async for chunk in sse_stream(_source(QUIET, ResultBatch([_item(1)])))]
+    assert chunks == [(KEEPALIVE, False), (encode_event(_item(1)), False)]
 
 
 async def test_an_error_of_the_results_ends_the_response_with_it() -> None:
     """What was ready before the error is sent, then the error is raised to the response."""
 
-    async def results() -> AsyncIterator[ReplayItem]:
-        yield _item(1)
+    async def batches() -> AsyncIterator[ResultBatch]:
+        yield ResultBatch([_item(1)])
         raise LookupError("gone")
 
-    stream = sse_stream(results())
-    assert await anext(stream) == encode_event(_item(1))
+    stream = sse_stream(batches())
+    assert await anext(stream) == (encode_event(_item(1)), False)
     with pytest.raises(LookupError, match="gone"):
         await anext(stream)
 
@@ -66,17 +105,103 @@ async def test_closing_the_response_closes_the_results() -> None:
     closed = asyncio.Event()
     never = asyncio.Event()
 
-    async def results() -> AsyncIterator[ReplayItem]:
+    async def batches() -> AsyncIterator[ResultBatch]:
         try:
-            yield _item(1)
+            yield ResultBatch([_item(1)])
             await never.wait()
         finally:
             closed.set()
 
-    stream = sse_stream(results())
-    assert await anext(stream) == encode_event(_item(1))
+    stream = sse_stream(batches())
+    assert await anext(stream) == (encode_event(_item(1)), False)
     await stream.aclose()
     assert closed.is_set()
+
+
+# -- the live feed's batches ----------------------------------------------------------------------------------
+
+
+class FakeHandle:
+    """The part of a run handle a feed reads: its id and its results, released by the test."""
+
+    run_id = "run_fake"
+
+    def __init__(self) -> None:
+        self.queue: asyncio.Queue[ReplayItem | None] = asyncio.Queue()
+        self.drained = asyncio.Event()
+        """Set when the feed took every result released so far."""
+
+    async def results(self) -> AsyncIterator[ReplayItem]:
+        while True:
+            if self.queue.empty():
+                self.drained.set()
+            item = await self.queue.get()
+            self.drained.clear()
+            if item is None:
+                return
+            yield item
+
+
+async def _no_replay(after: int, limit: int) -> list[ResultRecord]:
+    raise AssertionError(f"the store was read after {after}")
+
+
+async def test_a_live_feed_hands_out_the_ready_results_quiet_batches_and_the_end() -> None:
+    """Results pumped in together are one batch; a quiet feed gives an empty batch after the idle time; the
+    batch read after the run's end says it is the last."""
+    handle = FakeHandle()
+    feed = RunFeed(cast(RunHandle, handle), event_id="evt_1", replay=_no_replay)
+    pump = asyncio.create_task(feed.pump())
+    batches = feed.batches(idle=0.01)
+    quiet = await anext(batches)
+    assert quiet.quiet and list(quiet) == [] and not quiet.last
+    for seq in (1, 2):
+        handle.queue.put_nowait(_item(seq))
+    batch = await anext(batches)
+    assert [i.host_seq for i in batch] == [1, 2]
+    assert not batch.last and not batch.quiet
+    handle.queue.put_nowait(_item(3))
+    handle.queue.put_nowait(None)
+    await pump
+    batch = await anext(batches)
+    assert [i.host_seq for i in batch] == [3]
+    assert batch.last
+    assert [b async for b in batches] == []
+
+
+async def test_a_runs_terminal_result_waits_for_the_runs_end_so_both_go_out_together() -> None:
+    """Results ending with the terminal one are handed out with the run's end (the batch is the last) when it
+    follows; when it does not follow within the idle time, they are handed out without it."""
+    handle = FakeHandle()
+    feed = RunFeed(cast(RunHandle, handle), event_id="evt_1", replay=_no_replay)
+    pump = asyncio.create_task(feed.pump())
+    handle.queue.put_nowait(_item(1))
+    handle.queue.put_nowait(ReplayItem(2, "run.completed", encoded=b"{}"))
+    await handle.drained.wait()
+
+    async def first_batch() -> tuple[list[int], bool]:
+        batch = await anext(feed.batches())
+        return [i.host_seq for i in batch], batch.last  # read when handed out, as a response does
+
+    reading = asyncio.create_task(first_batch())
+    handle.queue.put_nowait(None)  # the reader looks first (its task was scheduled first), then the end comes
+    assert await reading == ([1, 2], True)
+    await pump
+
+    handle = FakeHandle()
+    feed = RunFeed(cast(RunHandle, handle), event_id="evt_2", replay=_no_replay)
+    pump = asyncio.create_task(feed.pump())
+    handle.queue.put_nowait(ReplayItem(1, "run.failed", encoded=b"{}"))
+    await handle.drained.wait()
+    batches = feed.batches(idle=0.01)
+    batch = await anext(batches)
+    assert [i.host_seq for i in batch] == [1] and not batch.last
+    handle.queue.put_nowait(None)
+    await pump
+    assert [b async for b in batches] == []
+
+
+# -- the response ---------------------------------------------------------------------------------------------
 
 
 class _Client:
@@ -84,6 +209,7 @@ class _Client:
 
     def __init__(self) -> None:
         self.sent: list[dict[str, object]] = []
+        self.tasks_at_send: list[int] = []
         self.body_seen = asyncio.Event()
         self.gone = asyncio.Event()
 
@@ -93,16 +219,18 @@ class _Client:
 
     async def send(self, message: dict[str, object]) -> None:
         self.sent.append(message)
+        self.tasks_at_send.append(len(asyncio.all_tasks()))
         if message.get("body"):
             self.body_seen.set()
 
 
-async def test_the_response_sends_each_chunk_then_ends() -> None:
-    """Headers, every chunk as it comes, then the end of the body; the disconnect watcher does not outlive it."""
+async def test_the_response_sends_each_chunk_and_ends_with_the_last_without_a_watcher_task() -> None:
+    """Headers, every chunk as it comes, the last one ending the body; an answer complete at once starts no
+    disconnect watcher (the task count never grows) and leaves nothing behind."""
 
-    async def body() -> AsyncIterator[bytes]:
-        yield b"one"
-        yield b"two"
+    async def body() -> AsyncIterator[Chunk]:
+        yield b"one", False
+        yield b"two", True
 
     client = _Client()
     before = len(asyncio.all_tasks())
@@ -113,43 +241,59 @@ async def test_the_response_sends_each_chunk_then_ends() -> None:
     headers = dict(start["headers"])  # pyright: ignore[reportArgumentType, reportCallIssue]
     assert headers[b"x-run-id"] == b"r1"
     assert headers[b"content-type"].startswith(b"text/event-stream")
-    assert [(m["body"], m["more_body"]) for m in bodies] == [(b"one", True), (b"two", True), (b"", False)]
-    await asyncio.sleep(0)  # the cancelled watcher ends on the loop's next turn
+    assert [(m["body"], m["more_body"]) for m in bodies] == [(b"one", True), (b"two", False)]
+    assert client.tasks_at_send == [before] * 3
     assert len(asyncio.all_tasks()) == before
 
 
+async def test_a_body_that_ends_without_a_last_chunk_is_ended_by_the_response() -> None:
+    """When the stream stops without saying its chunk was the last, an empty final body ends the answer."""
+
+    async def body() -> AsyncIterator[Chunk]:
+        yield b"one", False
+
+    client = _Client()
+    response = EventStreamResponse(body())
+    await response({"type": "http"}, client.receive, client.send)  # pyright: ignore[reportArgumentType]
+    assert [(m["body"], m["more_body"]) for m in client.sent[1:]] == [(b"one", True), (b"", False)]
+
+
 async def test_a_client_that_goes_away_closes_the_stream_and_ends_the_response_quietly() -> None:
-    """The disconnect cancels the send loop (not the caller): the body's ``finally`` runs, nothing is raised."""
+    """Once the response has sent for its watch delay, the disconnect cancels the send loop (not the caller):
+    the body's ``finally`` runs, nothing is raised, the watcher does not outlive the response."""
     closed = asyncio.Event()
     never = asyncio.Event()
 
-    async def body() -> AsyncIterator[bytes]:
+    async def body() -> AsyncIterator[Chunk]:
         try:
-            yield b"first"
+            yield b"first", False
             await never.wait()
         finally:
             closed.set()
 
     client = _Client()
-    response = EventStreamResponse(body())
+    before = len(asyncio.all_tasks())
+    response = EventStreamResponse(body(), watch_after=0.01)
     sending = asyncio.create_task(response({"type": "http"}, client.receive, client.send))  # pyright: ignore[reportArgumentType]
     await client.body_seen.wait()
     client.gone.set()
     await sending  # no CancelledError: the client's leaving is how a stream ends
     assert closed.is_set()
     assert not sending.cancelled()
+    await asyncio.sleep(0)  # the cancelled watcher ends on the loop's next turn
+    assert len(asyncio.all_tasks()) == before
 
 
 async def test_a_cancel_from_elsewhere_still_cancels_the_response() -> None:
     """A shutdown cancelling the request's task is not mistaken for a disconnect."""
     never = asyncio.Event()
 
-    async def body() -> AsyncIterator[bytes]:
-        yield b"first"
+    async def body() -> AsyncIterator[Chunk]:
+        yield b"first", False
         await never.wait()
 
     client = _Client()
-    response = EventStreamResponse(body())
+    response = EventStreamResponse(body(), watch_after=0)
     sending = asyncio.create_task(response({"type": "http"}, client.receive, client.send))  # pyright: ignore[reportArgumentType]
     await client.body_seen.wait()
     sending.cancel()

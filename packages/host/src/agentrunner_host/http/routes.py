@@ -59,7 +59,7 @@ from .schemas import (
     TranscriptItemOut,
     TranscriptPage,
 )
-from .sse import SSE_HEADERS, EventStreamResponse, sse_stream
+from .sse import KEEPALIVE_SECONDS, SSE_HEADERS, EventStreamResponse, sse_stream
 
 __all__ = ["ENDPOINTS", "MAX_BODY_BYTES"]
 
@@ -184,7 +184,8 @@ def _event_stream(
     service: HostService, run_id: str, *, after: int, headers: dict[str, str]
 ) -> EventStreamResponse:
     return EventStreamResponse(
-        sse_stream(service.follow(run_id, after=after)), headers={**SSE_HEADERS, **headers}
+        sse_stream(service.batches(run_id, after=after, idle=KEEPALIVE_SECONDS)),
+        headers={**SSE_HEADERS, **headers},
     )
 
 

@@ -10,7 +10,7 @@ from .agents import (
     Source,
 )
 from .errors import AlreadyExistsError, InUseError, InvalidDefinitionError, NotFoundError, ReadOnlyError
-from .feeds import ReplayItem, RunFeed
+from .feeds import ReplayItem, ResultBatch, RunFeed
 from .host_service import HostService
 from .run_view import RunView, stored_run_view
 
@@ -20,6 +20,7 @@ __all__ = (
     "RunView",
     "stored_run_view",
     "ReplayItem",
+    "ResultBatch",
     "RunFeed",
     # agents and bindings
     "AgentDirectory",

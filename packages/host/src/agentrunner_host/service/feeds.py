@@ -10,17 +10,19 @@ reads the store until it reaches the window. Memory per run is bounded by the wi
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from typing import Final, cast
 
+from agentrunner import TERMINAL_RESULT_TYPES
 from agentrunner import codec as json
 from agentrunner.codec import JsonObject
 
 from agentrunner_host.orchestrator import DeliveredResult, RunHandle, RunOutcome
 from agentrunner_host.stores import ResultRecord
 
-__all__ = ["FEED_WINDOW", "REPLAY_PAGE", "ReplayItem", "RunFeed"]
+__all__ = ["FEED_WINDOW", "QUIET", "REPLAY_PAGE", "ReplayItem", "ResultBatch", "RunFeed"]
 
 FEED_WINDOW: Final = 16
 """Newest results a live feed keeps in memory for its readers."""
@@ -95,6 +97,36 @@ class ReplayItem:
         return cls(item.host_seq, item.type, encoded=payload)
 
 
+class ResultBatch:
+    """Results a reader can have at once: iterate it once, then :attr:`last` tells whether the run ended with
+    them."""
+
+    __slots__ = ("_items", "quiet")
+
+    def __init__(self, items: Sequence[ReplayItem] = (), *, quiet: bool = False) -> None:
+        self._items = items
+        self.quiet = quiet
+        """No result came for the reader's *idle* time (the batch is empty)."""
+
+    def __iter__(self) -> Iterator[ReplayItem]:
+        return iter(self._items)
+
+    @property
+    def last(self) -> bool:
+        """No result follows the batch (known of a live run's feed only: a stored run's end is read from the
+        store, after its last batch)."""
+        return False
+
+
+QUIET: Final = ResultBatch(quiet=True)
+"""The batch a quiet feed hands out after a reader's *idle* time."""
+
+
+def _wake(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
 class RunFeed:
     """Results of one live run, readable from any position by several readers."""
 
@@ -125,6 +157,12 @@ class RunFeed:
         """Results received so far (the newest ``host_seq``)."""
         return self._count
 
+    def held(self, host_seq: int) -> ReplayItem | None:
+        """The result at *host_seq* if the window holds it."""
+        # host_seq is 1-based and gap-free: the position in the window follows from it
+        index = host_seq - 1 - (self._count - len(self._window))
+        return self._window[index] if 0 <= index < len(self._window) else None
+
     def _notify(self) -> None:
         for waiter in self._waiters:
             if not waiter.done():
@@ -142,38 +180,76 @@ class RunFeed:
             self._done = True
             self._notify()
 
-    async def follow(self, *, after: int = 0) -> AsyncIterator[ReplayItem | ResultRecord]:
+    async def follow(self, *, after: int = 0) -> AsyncIterator[ReplayItem]:
         """Results with ``host_seq`` greater than *after*, the live ones as they arrive, until the run ends."""
-        cursor = max(0, after)
+        async with contextlib.aclosing(self.batches(after=after)) as batches:
+            async for batch in batches:
+                for item in batch:
+                    yield item
+
+    async def batches(self, *, after: int = 0, idle: float | None = None) -> AsyncGenerator[ResultBatch]:
+        """The results of :meth:`follow` in batches of those ready together; with *idle*, an empty batch after
+        *idle* seconds without a result (a reader's cue for a keep-alive, with no timer of its own)."""
+        cursor = _Cursor(self, max(0, after))
+        waited_for_end = False
         while True:
             first = self._count - len(self._window) + 1  # host_seq of the oldest result in the window
-            if cursor + 1 < first:
-                page = await self._replay(cursor, min(REPLAY_PAGE, first - 1 - cursor))
+            if cursor.position + 1 < first:
+                page = await self._replay(cursor.position, min(REPLAY_PAGE, first - 1 - cursor.position))
                 if not page:
                     # cannot happen: a handle hands out committed results only
-                    raise RuntimeError(f"run {self.run_id}: results after {cursor} are not stored")
-                for record in page:
-                    cursor = record.host_seq
-                    yield record
+                    raise RuntimeError(f"run {self.run_id}: results after {cursor.position} are not stored")
+                cursor.position = page[-1].host_seq
+                yield ResultBatch([ReplayItem.of(record) for record in page])
                 continue
-            # host_seq is 1-based and gap-free: the position in the window follows from the cursor
-            while cursor < self._count:
-                index = cursor - (self._count - len(self._window) + 1) + 1
-                if index < 0:
-                    break  # the window moved on while this reader was away: read the store
-                item = self._window[index]
-                cursor = item.host_seq
-                yield item
-            else:
-                if self._done:
-                    return
-                waiter = asyncio.get_running_loop().create_future()
-                self._waiters.add(waiter)
-                try:
-                    await waiter
-                finally:
-                    self._waiters.discard(waiter)
+            if cursor.position < self._count:
+                if not self._done and not waited_for_end and self._window[-1].type in TERMINAL_RESULT_TYPES:
+                    # the run's end is recorded right after its terminal result is: wait for it once, so the
+                    # reader sends the last results and the end of the stream together
+                    waited_for_end = True
+                else:
+                    yield cursor
+                    continue
+            elif self._done:
+                return
+            loop = asyncio.get_running_loop()
+            waiter = loop.create_future()
+            self._waiters.add(waiter)
+            timer = None if idle is None else loop.call_later(idle, _wake, waiter)
+            try:
+                await waiter
+            finally:
+                self._waiters.discard(waiter)
+                if timer is not None:
+                    timer.cancel()
+            if cursor.position >= self._count and not self._done:
+                yield QUIET
+            elif waited_for_end and not self._done:
+                yield cursor  # the end did not follow within the idle time: the results go out without it
 
     async def outcome(self) -> RunOutcome:
         """Wait for the end of the run."""
         return await self.handle.outcome()
+
+
+class _Cursor(ResultBatch):
+    """A reader's position in a live feed; as a batch, the window's results after it, read as it is iterated:
+    a reader holds one result at a time, however many are ready, and one that fell behind the window while
+    sending stops at its edge (its next batch is read from the store)."""
+
+    __slots__ = ("_feed", "position")
+
+    def __init__(self, feed: RunFeed, position: int) -> None:
+        super().__init__()
+        self._feed = feed
+        self.position = position
+
+    def __iter__(self) -> Iterator[ReplayItem]:
+        # ends at the newest result, or where the window moved on while this reader was away (the store then)
+        while (item := self._feed.held(self.position + 1)) is not None:
+            self.position = item.host_seq
+            yield item
+
+    @property
+    def last(self) -> bool:
+        return self._feed.done and self.position >= self._feed.delivered

@@ -82,7 +82,7 @@ from agentrunner_host.providers.wiring import open_providers
 
 from .agents import AgentDirectory
 from .errors import NotFoundError
-from .feeds import REPLAY_PAGE, ReplayItem, RunFeed
+from .feeds import QUIET, REPLAY_PAGE, ReplayItem, ResultBatch, RunFeed
 from .installed import InstalledPlugins
 from .run_view import RunView
 from .runner_views import RunnerView, runner_view
@@ -813,45 +813,66 @@ class HostService:
         read from the store, page by page, waking up when PostgreSQL announces a commit of its results; on
         SQLite, which announces nothing, the store is polled. Raises :class:`NotFoundError` for an unknown run.
         """
+        async with contextlib.aclosing(self.batches(run_id, after=after)) as batches:
+            async for batch in batches:
+                for item in batch:
+                    yield item
+
+    async def batches(
+        self, run_id: str, *, after: int = 0, idle: float | None = None
+    ) -> AsyncGenerator[ResultBatch]:
+        """The results of :meth:`follow` in batches of those ready together; with *idle*, an empty batch when
+        about *idle* seconds passed without a result. Raises :class:`NotFoundError` for an unknown run."""
         feed = self._feeds.get(run_id)
         if feed is None:
             if await self.stores.runs.get(run_id) is None:
                 raise NotFoundError(f"run {run_id!r} does not exist")
-            async for item in self._follow_stored(run_id, after=after):
-                yield item
-            return
-        async for item in feed.follow(after=after):
-            yield item if isinstance(item, ReplayItem) else ReplayItem.of(item)
+            source = self._stored_batches(run_id, after=after, idle=idle)
+        else:
+            source = feed.batches(after=after, idle=idle)
+        # closed here when this reader stops early (not left to the garbage collector's finalizer task)
+        async with contextlib.aclosing(source):
+            async for batch in source:
+                yield batch
 
-    async def _follow_stored(self, run_id: str, *, after: int) -> AsyncIterator[ReplayItem]:
+    async def _stored_batches(
+        self, run_id: str, *, after: int, idle: float | None
+    ) -> AsyncGenerator[ResultBatch]:
         cursor = after
+        loop = asyncio.get_running_loop()
+        quiet_since = loop.time()
         with self._watching(run_id) as wake:
             while True:
                 wake.clear()
                 page = await self.stored_results(run_id, after=cursor, limit=REPLAY_PAGE)
-                for item in page:
-                    yield item
-                    cursor = item.host_seq
-                    if item.type in TERMINAL_RESULT_TYPES:
-                        # A terminal the runner sent itself is committed with its results, and the run's end
-                        # in the journal's next write: end the stream once the store says the run ended, so
-                        # a reader of another host's run never sees its terminal with the run still running.
-                        with contextlib.suppress(TimeoutError):
-                            async with asyncio.timeout(_FOLLOW_END_SECONDS):
-                                while await self._still_running(run_id):
-                                    await self._wait_for_news(wake)
-                                    wake.clear()
-                        return
+                ends = _through_terminal(page)
+                if page:
+                    cursor = page[-1].host_seq
+                    quiet_since = loop.time()
+                    yield ResultBatch(page[:ends] if ends else page)
+                if ends:
+                    # A terminal the runner sent itself is committed with its results, and the run's end in
+                    # the journal's next write: end the stream once the store says the run ended, so a reader
+                    # of another host's run never sees its terminal with the run still running.
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout(_FOLLOW_END_SECONDS):
+                            while await self._still_running(run_id):
+                                await self._wait_for_news(wake)
+                                wake.clear()
+                    return
                 if len(page) == REPLAY_PAGE:
                     continue
                 if not page and not await self._still_running(run_id):
                     # ended: its terminal is committed with its end, so one more read sees everything
-                    for item in await self.stored_results(run_id, after=cursor, limit=REPLAY_PAGE):
-                        yield item
-                        if item.type in TERMINAL_RESULT_TYPES:
-                            return
+                    rest = await self.stored_results(run_id, after=cursor, limit=REPLAY_PAGE)
+                    if rest:
+                        ends = _through_terminal(rest)
+                        yield ResultBatch(rest[:ends] if ends else rest)
                     return
                 await self._wait_for_news(wake)
+                if idle is not None and loop.time() - quiet_since >= idle:
+                    quiet_since = loop.time()
+                    yield QUIET
 
     async def _still_running(self, run_id: str) -> bool:
         record = await self.stores.runs.get(run_id)
@@ -1000,6 +1021,14 @@ class HostService:
             names = ", ".join(f.plugin_id or f.source for f in failed)
             detail += f"; {len(failed)} plugin(s) failed to load: {names}"
         return True, detail
+
+
+def _through_terminal(page: list[ReplayItem]) -> int:
+    """How many of *page*'s results a reader gets: through its terminal result (0: it has none)."""
+    for index, item in enumerate(page):
+        if item.type in TERMINAL_RESULT_TYPES:
+            return index + 1
+    return 0
 
 
 def _harness_policy(settings: Settings) -> HarnessPolicy:
