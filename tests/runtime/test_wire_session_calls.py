@@ -192,3 +192,23 @@ async def test_a_streaming_call_is_served_chunk_by_chunk_under_its_credit(
     assert (await channel.next_sent("chunk"))["chunk"] == {"delta": "c2"}
     assert (await channel.next_sent("call_end"))["id"] == 5
     await _stop(session, run)
+
+
+async def test_the_run_frame_carries_the_requests_json_dump(channel: FakeRuntimeChannel) -> None:
+    """The request goes out as model_dump(mode='json'); a NaN inside a JSON-valued field is written as null (as
+    the dict path always did), never as a token the runtime's parser refuses."""
+    session = WireSession(channel, plugin_id="tests/echo", handler=FakeBackCallHandler())
+    session.start()
+    for run_id, config in (("run-1", {"a": [1, "b"]}), ("run-2", {"a": float("nan")})):
+        request = make_request("echo", run_id=run_id, config=config)
+        stream = session.run(request)
+        task = asyncio.create_task(anext(stream))
+        frame = await channel.next_sent("run")
+        expected = request.model_dump(mode="json")
+        if run_id == "run-2":
+            expected["context"]["config"]["a"] = None
+        assert frame == {"kind": "run", "run_id": run_id, "request": expected, "window": frame["window"]}
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await stream.aclose()
+    await session.aclose()

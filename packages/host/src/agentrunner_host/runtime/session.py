@@ -335,8 +335,7 @@ class WireSession:
         self._runs[run_id] = run
         consumed = 0
         try:
-            frame = RunFrame(run_id=run_id, request=request.model_dump(mode="json"), window=self._window)
-            await self._send(frame)
+            await self._send_run(run_id, request)
             while True:
                 item = await run.queue.get()
                 if isinstance(item, _Ended):
@@ -360,6 +359,28 @@ class WireSession:
                     self._abandoned[run_id] = loop.call_later(
                         self._cancel_grace, self._cancel_ignored, run_id
                     )
+
+    async def _send_run(self, run_id: str, request: AgentRunRequest) -> None:
+        # The request is serialised to JSON by pydantic directly into the frame (a RunFrame would hold the dict
+        # a dump builds first: the context is the largest thing the host sends). JSON holding NaN or Infinity
+        # (possible inside a JsonValue field) takes the model's path, which writes them as null as before
+        # rather than as tokens the runtime cannot parse.
+        body = type(request).__pydantic_serializer__.to_json(request)
+        if b"NaN" in body or b"Infinity" in body:
+            await self._send(
+                RunFrame(run_id=run_id, request=request.model_dump(mode="json"), window=self._window)
+            )
+            return
+        data = b'{"kind":"run","run_id":%s,"request":%s,"window":%d}\n' % (
+            codec.dumps(run_id),
+            body,
+            self._window,
+        )
+        if len(data) > self._max_frame_bytes + 1:
+            raise RunnerTransportError(
+                "runtime.payload_too_large", f"a RunFrame of {len(data)} bytes exceeds the frame limit"
+            )
+        await self._write(data)
 
     def _cancel_ignored(self, run_id: str) -> None:
         """A run the host left never answered its cancel with ``run_end``: its task (and whatever it started)

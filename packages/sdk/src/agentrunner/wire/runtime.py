@@ -271,14 +271,11 @@ class PluginRuntime:
             )
         await self._channel.send(data)
 
-    async def _send_result(self, run_id: str, sequence: int, payload: JsonObject) -> None:
-        # The hot path: a ResultFrame's fields encoded directly (the model would only copy them), written with
-        # the rest of the runner's burst (``send_batched``).
+    async def _send_result(self, data: bytes) -> None:
+        # The hot path: a ResultFrame encoded by _result_line, written with the rest of the runner's burst
+        # (``send_batched``).
         if self._channel is None or self._closing:
             raise RuntimeAPIError("the host connection is closed")
-        data = (
-            codec.dumps({"kind": "result", "run_id": run_id, "sequence": sequence, "result": payload}) + b"\n"
-        )
         if len(data) > self.max_frame_bytes + 1:
             raise PayloadTooLargeError(
                 f"a result of {len(data)} bytes exceeds the host's {self.max_frame_bytes}-byte frame limit"
@@ -405,18 +402,13 @@ class PluginRuntime:
         )
         stream = runner.run(ctx, api)
         sequence = 0
+        head = b'{"kind":"result","run_id":' + codec.dumps(run_id) + b',"sequence":'
         try:
             async for result in stream:
-                payload = _dump_result(result, run_id)
-                given = payload.get("sequence")
-                if isinstance(given, int) and not isinstance(given, bool) and given >= 1:
-                    sequence = given
-                else:
-                    sequence += 1
-                    payload["sequence"] = sequence
+                data, sequence = _result_line(result, run_id, head, sequence)
                 await slot.take_credit()
                 try:
-                    await self._send_result(run_id, sequence, payload)
+                    await self._send_result(data)
                 except PayloadTooLargeError as exc:
                     return RunEndError(code="runtime.payload_too_large", message=exc.message)
         except asyncio.CancelledError:
@@ -459,6 +451,31 @@ async def _throw_cancel(stream: AsyncIterator[object]) -> None:
         pass
     except Exception:
         _log.debug("runner raised while being cancelled", exc_info=True)
+
+
+def _result_line(result: object, run_id: str, head: bytes, last: int) -> tuple[bytes, int]:
+    """The ``result`` frame line of *result* and its sequence (the runner's own, else the one after *last*).
+
+    *head* is the frame's start up to its sequence, encoded once per run. A result model that carries its
+    sequence is serialised to JSON by pydantic directly, without the Python dict a dump would build first; one
+    whose JSON holds NaN or Infinity (possible inside a JsonValue field) takes the dict path, which writes them
+    as ``null`` as before rather than as tokens the host cannot parse.
+    """
+    if isinstance(result, BaseModel):
+        given = getattr(result, "sequence", None)
+        if type(given) is int and given >= 1:
+            body = type(result).__pydantic_serializer__.to_json(result)
+            if b"NaN" not in body and b"Infinity" not in body:
+                return b'%s%d,"result":%s}\n' % (head, given, body), given
+    payload = _dump_result(result, run_id)
+    given = payload.get("sequence")
+    if isinstance(given, int) and not isinstance(given, bool) and given >= 1:
+        sequence = given
+    else:
+        sequence = last + 1
+        payload["sequence"] = sequence
+    frame = {"kind": "result", "run_id": run_id, "sequence": sequence, "result": payload}
+    return codec.dumps(frame) + b"\n", sequence
 
 
 def _dump_result(result: object, run_id: str) -> JsonObject:
