@@ -7,10 +7,11 @@ where a missing server fails the run instead of passing it quietly.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import uuid
-from collections.abc import AsyncGenerator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncGenerator, Generator
+from contextlib import asynccontextmanager, contextmanager
 
 import pytest
 from agentrunner_host.stores.engine import create_engine
@@ -64,3 +65,14 @@ async def temporary_pg_database() -> AsyncGenerator[str]:
         yield url
     finally:
         await drop_pg_database(url)
+
+
+@contextmanager
+def temporary_pg_database_sync() -> Generator[str]:
+    """:func:`temporary_pg_database` for synchronous tests and fixtures (those starting ``serve`` processes);
+    not from inside a running event loop."""
+    url = asyncio.run(create_pg_database())
+    try:
+        yield url
+    finally:
+        asyncio.run(drop_pg_database(url))

@@ -11,7 +11,6 @@ request to the host nginx could pick, and checks the nginx block says what SSE n
 
 from __future__ import annotations
 
-import asyncio
 import os
 import re
 import secrets
@@ -28,7 +27,7 @@ import pytest
 import yaml
 from agentrunner_host.cli import HTTP_PORT_FILE
 from httpx_sse import connect_sse
-from pg_databases import create_pg_database, drop_pg_database
+from pg_databases import temporary_pg_database_sync
 from serve_ready import wait_until_ready
 from sqlalchemy.engine import make_url
 
@@ -149,11 +148,8 @@ def _auth(token: str) -> dict[str, str]:
 
 @pytest.fixture
 def compose_database() -> Iterator[str]:
-    url = asyncio.run(create_pg_database())
-    try:
+    with temporary_pg_database_sync() as url:
         yield url
-    finally:
-        asyncio.run(drop_pg_database(url))
 
 
 def test_the_example_hosts_run_as_processes_and_serve_any_run_from_any_host(

@@ -6,7 +6,6 @@ it on B. A wrong token is refused by the host's endpoint."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import secrets
 import subprocess
@@ -20,7 +19,7 @@ import httpx
 import pytest
 from agentrunner.wire.websocket import TOKEN_ENV
 from httpx_sse import connect_sse
-from pg_databases import create_pg_database, drop_pg_database
+from pg_databases import temporary_pg_database_sync
 
 from .processes import ServeProcess, host_id, serve_process, sql, until_ready, wait_for
 
@@ -58,22 +57,18 @@ token_env = "{TOKEN_VARIABLE}"
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[_Cluster]:
-    url = asyncio.run(create_pg_database())
     token = secrets.token_hex(24)
     home = tmp_path_factory.mktemp("remote")
-    try:
-        with ExitStack() as stack:
-            hosts = {
-                name: stack.enter_context(
-                    serve_process(home, name, url, _config(name), env={TOKEN_VARIABLE: token})
-                )
-                for name in "ab"
-            }
-            for host in hosts.values():
-                until_ready(host)
-            yield _Cluster(url, hosts, token)
-    finally:
-        asyncio.run(drop_pg_database(url))
+    with temporary_pg_database_sync() as url, ExitStack() as stack:
+        hosts = {
+            name: stack.enter_context(
+                serve_process(home, name, url, _config(name), env={TOKEN_VARIABLE: token})
+            )
+            for name in "ab"
+        }
+        for host in hosts.values():
+            until_ready(host)
+        yield _Cluster(url, hosts, token)
 
 
 def _runtime(port: int, token: str) -> subprocess.Popen[bytes]:

@@ -6,7 +6,6 @@ closed. D is the kill test's own host, so A, B and C serve every test in any ord
 
 from __future__ import annotations
 
-import asyncio
 import signal
 import threading
 import uuid
@@ -20,7 +19,7 @@ import httpx
 import pytest
 from agentrunner import codec as json
 from httpx_sse import connect_sse
-from pg_databases import create_pg_database, drop_pg_database
+from pg_databases import temporary_pg_database_sync
 
 from .processes import WAIT, ServeProcess, host_id, serve_process, sql, until_ready, wait_for
 
@@ -46,11 +45,8 @@ lease_seconds = {_LEASE_SECONDS}
 
 @pytest.fixture(scope="module")
 def database_url() -> Iterator[str]:
-    url = asyncio.run(create_pg_database())
-    try:
+    with temporary_pg_database_sync() as url:
         yield url
-    finally:
-        asyncio.run(drop_pg_database(url))
 
 
 @pytest.fixture(scope="module")

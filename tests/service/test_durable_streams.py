@@ -4,13 +4,11 @@ Both engines (the PostgreSQL leg needs ``AGENTRUNNER_TEST_PG_URL``)."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import subprocess
 import sys
 import threading
-import uuid
 from collections.abc import Generator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -20,11 +18,9 @@ import httpx
 import pytest
 from agentrunner import codec as json
 from agentrunner_host.cli import HTTP_PORT_FILE
-from agentrunner_host.stores.engine import create_engine
 from httpx_sse import connect_sse
+from pg_databases import temporary_pg_database_sync
 from serve_ready import wait_until_ready
-from sqlalchemy import text
-from sqlalchemy.engine import make_url
 
 pytestmark = pytest.mark.slow
 
@@ -55,38 +51,13 @@ scope = {{ type = "bot", id = "drip" }}
     return path
 
 
-@contextmanager
-def _create_pg_database() -> Generator[str]:
-    base = os.environ.get("AGENTRUNNER_TEST_PG_URL")
-    if not base:
-        if os.environ.get("AGENTRUNNER_REQUIRE_PG") == "1":
-            pytest.fail("AGENTRUNNER_REQUIRE_PG=1 but AGENTRUNNER_TEST_PG_URL is not set")
-        pytest.skip("PostgreSQL leg skipped: AGENTRUNNER_TEST_PG_URL is not set")
-    name = f"dur_{uuid.uuid4().hex[:12]}"
-
-    async def admin(sql: str) -> None:
-        engine = create_engine(base)
-        try:
-            async with engine.connect() as conn:
-                await conn.execution_options(isolation_level="AUTOCOMMIT")
-                await conn.execute(text(sql))
-        finally:
-            await engine.dispose()
-
-    asyncio.run(admin(f'CREATE DATABASE "{name}"'))
-    try:
-        yield make_url(base).set(database=name).render_as_string(hide_password=False)
-    finally:
-        asyncio.run(admin(f'DROP DATABASE "{name}" WITH (FORCE)'))
-
-
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def database_url(request: pytest.FixtureRequest) -> Iterator[str | None]:
     """``None`` (SQLite in the data directory) or the URL of a PostgreSQL database made for the test."""
     if request.param == "sqlite":
         yield None
         return
-    with _create_pg_database() as url:
+    with temporary_pg_database_sync() as url:
         yield url
 
 
