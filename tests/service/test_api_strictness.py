@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import httpx
+import pytest
+from agentrunner_host.http.routes import _query
+from starlette.requests import Request
 
 ECHO = "plugin:agentrunner/echo/default"
 
@@ -57,6 +60,27 @@ async def test_cursors_and_integers_must_be_plain_ascii_digits(client: httpx.Asy
     assert (await client.get("/v1/conversations/c/transcript", params={"cursor": "１"})).status_code == 422
 
 
+@pytest.mark.parametrize(
+    "data",
+    [
+        b'{"n": 9223372036854775807, "m": -9223372036854775808}',
+        b'{"x": 1.7e308, "y": 1e-400, "z": 123456789012345678.5}',
+        b'{"text": "NaN, Infinity and 12345678901234567890 are words here", "id": "e309"}',
+    ],
+)
+async def test_numbers_the_stores_keep_are_accepted_wherever_they_look_like_the_refused_ones(
+    client: httpx.AsyncClient, data: bytes
+) -> None:
+    """The largest 64-bit integers, finite floats near the limits and strings that merely spell the refused
+    numbers go through (whether or not the body takes the slow checks)."""
+    response = await client.post(
+        "/v1/events?wait=true",
+        content=b'{"text": "x", "data": %s}' % data,
+        headers={"content-type": "application/json"},
+    )
+    assert response.status_code == 200, response.text
+
+
 async def test_integers_beyond_64_bits_are_refused_before_they_reach_the_stores(
     client: httpx.AsyncClient,
 ) -> None:
@@ -67,6 +91,12 @@ async def test_integers_beyond_64_bits_are_refused_before_they_reach_the_stores(
         headers={"content-type": "application/json"},
     )
     assert response.status_code == 422 and "cannot be stored" in response.json()["error"]["message"]
+    just_past = await client.post(
+        "/v1/events",
+        content=b'{"text": "x", "data": {"n": [18446744073709551616]}}',
+        headers={"content-type": "application/json"},
+    )
+    assert just_past.status_code == 422 and "cannot be stored" in just_past.json()["error"]["message"]
     config = await client.post(
         "/v1/agents",
         content=b'{"agent_id": "big", "runner_id": "%s", "runner_config": {"n": -99999999999999999999999}}'
@@ -74,3 +104,24 @@ async def test_integers_beyond_64_bits_are_refused_before_they_reach_the_stores(
         headers={"content-type": "application/json"},
     )
     assert config.status_code == 422
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        b"",
+        b"stream=true",
+        b"stream=true&wait=1",
+        b"stream",
+        b"a=1&&a=2",
+        b"=x&limit=",
+        b"k=a=b",
+        b"v=\xc3\xa9",
+    ],
+)
+def test_query_parameters_split_directly_are_those_starlette_parses(query: bytes) -> None:
+    """An unescaped query string read without Starlette's parser gives the same values (the last of a
+    repeated name, blank values kept, the rest after the first ``=`` part of the value)."""
+    request = Request({"type": "http", "query_string": query, "headers": []})
+    assert dict(_query(request)) == dict(request.query_params)
+    assert _query(request) is not request.query_params

@@ -198,7 +198,9 @@ async def test_a_cancelled_run_is_stored_and_served_as_run_failed(truth_client: 
     assert again.status_code == 200 and again.json()["cancelled"] is False
 
 
-@pytest.mark.parametrize("literal", ["NaN", "Infinity", "-Infinity", "1e999"])
+@pytest.mark.parametrize(
+    "literal", ["NaN", "Infinity", "-Infinity", "1e999", "1.8e308", "-1E+0400", "[[2e308]]"]
+)
 async def test_nan_or_infinity_in_event_data_is_refused(client: httpx.AsyncClient, literal: str) -> None:
     """Python's JSON parser accepts them; stored they would become null. A typed 422 instead."""
     body = '{"text": "x", "data": {"score": ' + literal + "}}"

@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-import uuid
+import secrets
+from collections.abc import Mapping
 from typing import Final, TypeVar
 from urllib.parse import quote
 
@@ -71,6 +72,14 @@ _INTEGER: Final = re.compile(r"-?[0-9]{1,12}")
 _SEQ: Final = re.compile(r"[0-9]{0,10}")
 _CURSOR: Final = re.compile(r"[0-9]{1,12}")
 _MAX_RUNNER_ID: Final = 255
+# What would make a body's numbers unstorable as sent: NaN / Infinity tokens (accepted by the parser), an
+# exponent of 308 or more (a float that may overflow to infinity), 19 digits in a row (an integer that may
+# pass 64 bits, or a float long enough to overflow). A body with none of these anywhere, strings included,
+# and little nesting (orjson's own depth limit) skips the dump and walk below; any match takes them.
+_UNSTORABLE_NUMBER: Final = re.compile(
+    rb"NaN|Infinity|[0-9]{19}|[eE]\+?0*(?:30[89]|3[1-9][0-9]|[4-9][0-9]{2}|[1-9][0-9]{3})"
+)
+_SHALLOW: Final = 64
 _PLUGIN_ID: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")
 
 M = TypeVar("M", bound=BaseModel)
@@ -121,6 +130,8 @@ async def _body(request: Request, model: type[M]) -> M:
         value = model.model_validate_json(raw, strict=True)
     except ValidationError as exc:
         raise ApiError(422, "invalid_request", _describe(exc)) from None
+    if _UNSTORABLE_NUMBER.search(raw) is None and raw.count(b"{") + raw.count(b"[") <= _SHALLOW:
+        return value  # nothing in the body can be a number the stores would not keep as sent
     dumped = value.model_dump(mode="json")
     where = json.non_finite_path(dumped)
     if where is not None:
@@ -134,8 +145,19 @@ async def _body(request: Request, model: type[M]) -> M:
     return value
 
 
+def _query(request: Request) -> Mapping[str, str]:
+    """The query parameters, the last value of a repeated name (as Starlette's parser gives them): split
+    directly when nothing in the query string is escaped, as on every request of the event path (the
+    parser's unquoting is most of a short query's cost), parsed by Starlette otherwise."""
+    raw: bytes = request.scope.get("query_string", b"")
+    if b"%" in raw or b"+" in raw:
+        return request.query_params
+    pairs = (part.partition("=") for part in raw.decode("latin-1").split("&") if part)
+    return {name: value for name, _, value in pairs}
+
+
 def _int_query(request: Request, name: str, default: int, *, low: int, high: int) -> int:
-    raw = request.query_params.get(name)
+    raw = _query(request).get(name)
     if raw is None:
         return default
     # an empty value (`?limit=`) is not an integer either: the document declares one, so it is refused
@@ -149,7 +171,7 @@ def _int_query(request: Request, name: str, default: int, *, low: int, high: int
 
 
 def _bool_query(request: Request, name: str) -> bool:
-    raw = request.query_params.get(name)
+    raw = _query(request).get(name)
     if raw is None:
         return False
     lowered = raw.lower()
@@ -196,7 +218,7 @@ def _envelope(sub: EventSubmission, *, streaming: bool) -> AgentEventEnvelope:
     user_input = AgentInput(text=sub.text) if sub.text is not None else sub.input or AgentInput()
     try:
         return AgentEventEnvelope(
-            event_id=sub.event_id or "evt_" + uuid.uuid4().hex,
+            event_id=sub.event_id or "evt_" + secrets.token_hex(16),
             event_type=sub.event_type,
             event_time=sub.event_time,
             source="api",
