@@ -78,19 +78,29 @@ class ObservedResult:
         return self.parsed is not None and self.parsed.type in TERMINAL_RESULT_TYPES
 
 
+def _no_results() -> list[ObservedResult]:
+    # a plain function, not ``lambda: list[ObservedResult]()``: calling the generic alias costs more than the
+    # list (the kit builds a record per run)
+    return []
+
+
+def _no_calls() -> list[CallRecord]:
+    return []
+
+
 @dataclass(slots=True, kw_only=True)
 class RunRecord:
     """Everything observed about one run."""
 
     ctx: AgentRunContext
     """The context the run received."""
-    results: list[ObservedResult] = field(default_factory=lambda: list[ObservedResult]())
+    results: list[ObservedResult] = field(default_factory=_no_results)
     """What it yielded, in order."""
     ending: Ending = "returned"
     """How run() ended."""
     exception: BaseException | None = None
     """What run() raised, when it raised."""
-    calls: list[CallRecord] = field(default_factory=lambda: list[CallRecord]())
+    calls: list[CallRecord] = field(default_factory=_no_calls)
     """Back-calls made for this run (including late ones)."""
     cancelled_at: int | None = None
     """Number of results received when the host cancelled the run (``None``: never cancelled)."""
@@ -152,7 +162,10 @@ class RunHandle:
         self.record = record
         self._host = host
         self._started = time.monotonic()
+        self._waiters: list[asyncio.Future[None]] = []
         self._task = asyncio.create_task(self._consume(runner, api), name=f"run {record.ctx.run_id}")
+        # A task cancelled before its first step never runs _consume's finally: this still wakes the waiters.
+        self._task.add_done_callback(self._release)
 
     @property
     def done(self) -> bool:
@@ -172,9 +185,38 @@ class RunHandle:
                 if observed.is_terminal:
                     host.close(run_id)
         finally:
-            closer = getattr(stream, "aclose", None)
-            if closer is not None:
-                await closer()
+            try:
+                closer = getattr(stream, "aclose", None)
+                if closer is not None:
+                    await closer()
+            finally:
+                self._release()
+
+    def _release(self, _: object = None) -> None:
+        for waiter in self._waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+        self._waiters.clear()
+
+    async def _wait(self, timeout: float) -> None:
+        """Wait until run() stopped or *timeout* seconds passed, whichever comes first.
+
+        Like ``asyncio.wait({task}, timeout=...)``, but the run's task wakes the waiter from its own last step
+        (``_consume``'s ``finally``), so the waiter resumes in the next loop iteration instead of two later
+        (the task's done callbacks, then asyncio.wait's own): about a tenth of a short kit run's instructions.
+        """
+        if self._task.done():
+            return
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[None] = loop.create_future()
+        self._waiters.append(waiter)
+        timer = loop.call_later(timeout, _wake, waiter)
+        try:
+            await waiter
+        finally:
+            timer.cancel()
+            if waiter in self._waiters:
+                self._waiters.remove(waiter)
 
     async def cancel(self, *, grace: float) -> None:
         """Cancel the run as the host does and give it *grace* seconds to stop (then end it by force)."""
@@ -182,7 +224,7 @@ class RunHandle:
             return
         self.record.cancelled_at = len(self.record.results)
         self._task.cancel()
-        await asyncio.wait({self._task}, timeout=grace)
+        await self._wait(grace)
         self.record.stopped_in_grace = self._task.done()
         if not self._task.done():
             # Already judged late; cancelling again a few times is all a host owes it (a runner swallowing
@@ -215,11 +257,11 @@ class RunHandle:
                 pass
             elif deadline is not None:
                 budget = max(0.0, deadline - time.time()) + deadline_grace
-                await asyncio.wait({task}, timeout=budget)
+                await self._wait(budget)
                 if not task.done():
                     record.deadline_overrun = deadline_grace
             else:
-                await asyncio.wait({task}, timeout=hung_after)
+                await self._wait(hung_after)
             if not task.done():
                 await _stop(task, within=_STOP_TRIES * _STOP_WAIT)
         finally:
@@ -276,6 +318,11 @@ async def drive_run(
     if cancel is not None:
         await handle.cancel_when_due(cancel)
     return await handle.finish(deadline_grace=deadline_grace, linger=linger)
+
+
+def _wake(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 async def _stop(task: asyncio.Task[None], *, within: float) -> None:
