@@ -38,15 +38,15 @@ def _referenced_variables(node: object) -> Iterable[str]:
         yield cast(Mapping[str, str], node)["env"]
         return
     if isinstance(node, Mapping):
-        for key, value in cast(Mapping[str, Any], node).items():
+        for key, value in cast(Mapping[str, object], node).items():
             if isinstance(value, str) and (key.endswith("_env") or key == "env"):
                 yield value
             elif key in {"env_from", "headers_from"} and isinstance(value, Mapping):
-                yield from (v for v in cast(Mapping[str, Any], value).values() if isinstance(v, str))
+                yield from (v for v in cast(Mapping[str, object], value).values() if isinstance(v, str))
             else:
                 yield from _referenced_variables(value)
     elif isinstance(node, list):
-        for value in cast(list[Any], node):
+        for value in cast(list[object], node):
             yield from _referenced_variables(value)
 
 

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any, Final, cast
+from typing import Final, cast
 from urllib.parse import urlsplit
 
 from agentrunner import DynamicFormItemSchema
+from agentrunner.codec import JsonObject, JsonValue
 
 from agentrunner_host.context_builder import is_secret_name
 
@@ -61,7 +62,7 @@ def _looks_like_token(value: str) -> bool:
 
 
 def find_literal_secrets(
-    data: Any,
+    data: object,
     path: tuple[str | int, ...] = (),
     *,
     schema: Sequence[DynamicFormItemSchema] | None = None,
@@ -97,7 +98,7 @@ def find_literal_secrets(
                 continue
             found.extend(find_literal_secrets(value, here))
     elif isinstance(data, list):
-        for index, item in enumerate(data):  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+        for index, item in enumerate(cast("list[object]", data)):
             found.extend(find_literal_secrets(item, (*path, index)))
     elif isinstance(data, str):
         if _looks_like_token(data):
@@ -107,30 +108,26 @@ def find_literal_secrets(
     return found
 
 
-def resolve_env_refs(value: Any, *, environ: Mapping[str, str], where: str = "runner_config") -> Any:
+def resolve_env_refs(
+    value: JsonValue, *, environ: Mapping[str, str], where: str = "runner_config"
+) -> JsonValue:
     """A copy of *value* with every ``{ env = "VAR" }`` replaced by the variable's value."""
-    if is_env_ref(value):
-        name = value["env"]
-        resolved = environ.get(name)
-        if resolved is None:
-            raise EnvReferenceError(f"{where}: environment variable {name} is not set")
-        return resolved
-    if isinstance(value, Mapping):
-        return {
-            str(k): resolve_env_refs(v, environ=environ, where=f"{where}.{k}")  # pyright: ignore[reportUnknownArgumentType]
-            for k, v in value.items()  # pyright: ignore[reportUnknownVariableType]
-        }
+    if isinstance(value, dict):
+        if is_env_ref(value):
+            name = str(value["env"])
+            resolved = environ.get(name)
+            if resolved is None:
+                raise EnvReferenceError(f"{where}: environment variable {name} is not set")
+            return resolved
+        return {k: resolve_env_refs(v, environ=environ, where=f"{where}.{k}") for k, v in value.items()}
     if isinstance(value, list):
-        return [
-            resolve_env_refs(v, environ=environ, where=f"{where}[{i}]")
-            for i, v in enumerate(value)  # pyright: ignore[reportUnknownArgumentType, reportUnknownVariableType]
-        ]
+        return [resolve_env_refs(v, environ=environ, where=f"{where}[{i}]") for i, v in enumerate(value)]
     return value
 
 
 def redact_config(
-    config: Mapping[str, Any], schema: Sequence[DynamicFormItemSchema] | None = None
-) -> dict[str, Any]:
+    config: Mapping[str, JsonValue], schema: Sequence[DynamicFormItemSchema] | None = None
+) -> JsonObject:
     """A copy of a runner config with secret fields shown as ``"***"``.
 
     A top-level field the runner's form declares is secret exactly when it is marked ``secret``; any other key
@@ -141,21 +138,18 @@ def redact_config(
     return _redact(config, declared)
 
 
-def _redact(value: Mapping[str, Any], declared: dict[str, bool]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+def _redact(value: Mapping[str, JsonValue], declared: dict[str, bool]) -> JsonObject:
+    out: JsonObject = {}
     for key, item in value.items():
         secret = declared[key] if key in declared else is_secret_name(key)
-        if is_env_ref(item):
+        if isinstance(item, dict) and is_env_ref(item):
             out[key] = dict(item)
         elif secret and item not in (None, ""):
             out[key] = REDACTED
-        elif isinstance(item, Mapping):
-            out[key] = _redact(item, {})  # pyright: ignore[reportUnknownArgumentType]
+        elif isinstance(item, dict):
+            out[key] = _redact(item, {})
         elif isinstance(item, list):
-            out[key] = [
-                _redact(v, {}) if isinstance(v, Mapping) else v  # pyright: ignore[reportUnknownArgumentType]
-                for v in item  # pyright: ignore[reportUnknownVariableType]
-            ]
+            out[key] = [_redact(v, {}) if isinstance(v, dict) else v for v in item]
         else:
             out[key] = item
     return out
