@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from typing import cast
 
 from pydantic import JsonValue
 
@@ -35,6 +36,12 @@ __all__ = ["ResultEmitter"]
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+# The model's own validator, called without model_validate's Python wrapper (which passes seven keyword
+# arguments on) and with the clock read inline: the same validation, a sixth fewer instructions per delta
+# (callgrind: 28.8k -> 24.3k).
+_validate_delta = MessageDeltaResult.__pydantic_validator__.validate_python
 
 
 class ResultEmitter:
@@ -69,16 +76,16 @@ class ResultEmitter:
         # The hottest verb: one validation of a nested dict costs about a third less than building the chunk
         # and payload models first (bench/sdk_models.py). The counter moves only once validation passed.
         sequence = self._sequence + 1
-        result = MessageDeltaResult.model_validate(
+        result = _validate_delta(
             {
                 "run_id": self.run_id,
                 "sequence": sequence,
-                "timestamp": _now_ms(),
+                "timestamp": time.time_ns() // 1_000_000,
                 "data": {"chunk": {"content": text, "contents": list(contents)}},
             }
         )
         self._sequence = sequence
-        return result
+        return cast("MessageDeltaResult", result)
 
     def message(
         self,
