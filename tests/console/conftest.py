@@ -11,9 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
-import subprocess
-import sys
 from collections.abc import Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,8 +19,7 @@ from urllib.parse import urlsplit
 
 import httpx
 import pytest
-from agentrunner_host.cli import HTTP_PORT_FILE
-from serve_ready import wait_until_ready
+from serve_ready import child_environ, serve_child
 
 if TYPE_CHECKING:
     from playwright.sync_api import BrowserContext, Page, Playwright, Request
@@ -100,41 +96,13 @@ def serve(root: Path, config: str, *, env: Mapping[str, str] | None = None) -> G
     SIGTERM, which must exit 0 with no traceback in its log."""
     (root / "agentrunner.toml").write_text(config, encoding="utf-8")
     log = root / "serve.log"
-    # --port 0: the kernel picks the port and serve writes it to <data-dir>/http.port (a stale one is removed)
-    port_file = root / "data" / HTTP_PORT_FILE
-    port_file.unlink(missing_ok=True)
-    child_env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTRUNNER_")}
-    child_env["AGENTRUNNER_API_TOKEN"] = TOKEN
-    child_env.update(env or {})
-    with log.open("ab") as out:
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "agentrunner_host.cli",
-                "serve",
-                "--port",
-                "0",
-                "--data-dir",
-                "data",
-            ],
-            cwd=root,
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=child_env,
-        )
-    try:
-        base = wait_until_ready(process, port_file, log, headers={"Authorization": f"Bearer {TOKEN}"})
-        server = ConsoleServer(base=base, token=TOKEN, root=root, log=log)
-        yield server
-        process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=30) == 0, log.read_text()
+    env = child_environ({"AGENTRUNNER_API_TOKEN": TOKEN, **(env or {})})
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    # the configuration is ./agentrunner.toml of the working directory, as an operator's would be
+    with serve_child(root / "data", log, env=env, cwd=root, headers=auth) as child:
+        yield ConsoleServer(base=child.base, token=TOKEN, root=root, log=log)
+        child.stop()
         assert "Traceback" not in log.read_text(), log.read_text()
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait(timeout=10)
 
 
 @pytest.fixture(scope="module")

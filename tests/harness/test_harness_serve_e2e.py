@@ -10,7 +10,6 @@ native session (the fake sees its id). CI installs both CLIs (.ci/harness-clis.s
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 from collections.abc import Generator
@@ -21,10 +20,9 @@ from typing import Any
 import httpx
 import pytest
 from agentrunner import codec as json
-from agentrunner_host.cli import HTTP_PORT_FILE
 from httpx_sse import connect_sse
 from mcp_fake_model_apis import serve_fake_anthropic, serve_fake_openai
-from serve_ready import wait_until_ready
+from serve_ready import child_environ, serve_child
 
 # A real serve, a real CLI and the bridge per test: 35-67 s each at load 15 on 2 cores, and more than the
 # default 120 s once the serve process is measured by coverage (patch = ["subprocess"]), so a generous bound.
@@ -42,37 +40,10 @@ _FAKE_KEY_ENV = "FAKE_MODEL_API_KEY"
 
 @contextmanager
 def _serving(config: Path, data_dir: Path, log: Path) -> Generator[str]:
-    port_file = data_dir / HTTP_PORT_FILE  # --port 0: serve binds a port of its own and writes it here
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTRUNNER_")}
-    env[_FAKE_KEY_ENV] = "sk-fake-model-key"
-    with log.open("ab") as log_file:
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "agentrunner_host.cli",
-                "serve",
-                "--config",
-                str(config),
-                "--port",
-                "0",
-                "--data-dir",
-                str(data_dir),
-            ],
-            stdin=subprocess.DEVNULL,
-            stdout=log_file,
-            stderr=subprocess.STDOUT,
-            env=env,
-        )
-    try:
-        base = wait_until_ready(process, port_file, log)
-        yield base
-        process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=30) == 0, log.read_text()
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait(timeout=10)
+    env = child_environ({_FAKE_KEY_ENV: "sk-fake-model-key"})
+    with serve_child(data_dir, log, config=config, env=env) as child:
+        yield child.base
+        child.stop()
 
 
 def _config(path: Path, runner_id: str, runner_config: str) -> Path:

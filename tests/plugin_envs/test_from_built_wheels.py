@@ -6,15 +6,13 @@ across turns. The host's environment is the same afterwards, package for package
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import httpx
 import pytest
-from agentrunner_host.cli import HTTP_PORT_FILE
-from serve_ready import wait_until_ready
+from serve_ready import serve_child
 
 from .conftest import wheel
 from .support import CONFIG, PLUGIN_ID, RUNNER_ID, build_tinydep, clean_env, freeze, uv, write_plugin
@@ -82,30 +80,11 @@ def test_a_plugin_with_its_own_dependency_is_installed_served_and_remembers(
     assert installed.returncode == 0, installed.stderr
     assert f"runners: {RUNNER_ID}" in installed.stdout
 
-    # --port 0: serve binds a port the kernel picks and writes it to <data-dir>/http.port
-    port_file = data / HTTP_PORT_FILE
     log = tmp_path / "serve.log"
-    with log.open("wb") as log_file:
-        server = subprocess.Popen(
-            [
-                _bin(host_env, "agentrunner"),
-                "serve",
-                "--port",
-                "0",
-                "--data-dir",
-                str(data),
-                "--config",
-                str(config),
-            ],
-            stdin=subprocess.DEVNULL,
-            stdout=log_file,
-            stderr=subprocess.STDOUT,
-            env=env,
-            cwd=tmp_path,
-        )
-    try:
-        base = wait_until_ready(server, port_file, log)
-        with httpx.Client(base_url=base, timeout=60) as client:
+    with serve_child(
+        data, log, config=config, env=env, program=[_bin(host_env, "agentrunner")], cwd=tmp_path
+    ) as server:
+        with httpx.Client(base_url=server.base, timeout=60) as client:
             runners = client.get("/v1/runners").json()
             assert RUNNER_ID in {r["runner_id"] for r in runners["runners"]}, runners
             assert runners["failed"] == []
@@ -123,12 +102,7 @@ def test_a_plugin_with_its_own_dependency_is_installed_served_and_remembers(
                     if r["type"] == "message.completed"
                 ]
         assert replies == ["HELLO!", "AGAIN! (before: hello)"]
-        server.send_signal(signal.SIGTERM)
-        assert server.wait(timeout=30) == 0, log.read_text()
-    finally:
-        if server.poll() is None:
-            server.kill()
-            server.wait(timeout=10)
+        server.stop()
     assert "Traceback" not in log.read_text()
 
     listed = subprocess.run(

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import sysconfig
@@ -14,9 +13,8 @@ from collections.abc import Generator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
-from agentrunner_host.cli import HTTP_PORT_FILE
 from agentrunner_host.runtime.sandbox import PluginUser, ensure_plugin_user
-from serve_ready import wait_until_ready
+from serve_ready import child_environ, serve_child
 
 PROBE_SOURCE = Path(__file__).parent / "plugins" / "probe"
 
@@ -84,29 +82,9 @@ def plugin_command(user: PluginUser) -> list[str] | None:
 def serving(config: Path, data_dir: Path, log: Path, *, env: Mapping[str, str]) -> Generator[tuple[str, int]]:
     """``agentrunner serve --port 0`` as a real process (its URL from the port file it writes in the data
     directory); yields its base URL and pid, stops it with SIGTERM."""
-    port_file = data_dir / HTTP_PORT_FILE
-    port_file.unlink(missing_ok=True)  # a killed serve leaves its port behind: never read it as this one's
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("AGENTRUNNER_")}
-    environ.update(env)
+    environ = child_environ(env)
     token = environ.get("AGENTRUNNER_API_TOKEN")
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    with log.open("ab") as log_file:
-        process = subprocess.Popen(
-            [
-                *(sys.executable, "-m", "agentrunner_host.cli", "serve", "--config", str(config)),
-                *("--port", "0", "--data-dir", str(data_dir)),
-            ],
-            stdin=subprocess.DEVNULL,
-            stdout=log_file,
-            stderr=subprocess.STDOUT,
-            env=environ,
-        )
-    try:
-        base = wait_until_ready(process, port_file, log, headers=headers)
-        yield base, process.pid
-        process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=30) == 0, log.read_text()
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait(timeout=10)
+    with serve_child(data_dir, log, config=config, env=environ, headers=headers) as child:
+        yield child.base, child.process.pid
+        child.stop()

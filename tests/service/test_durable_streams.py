@@ -4,10 +4,7 @@ Both engines (the PostgreSQL leg needs ``AGENTRUNNER_TEST_PG_URL``)."""
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
 import threading
 from collections.abc import Generator, Iterator
 from contextlib import contextmanager
@@ -17,10 +14,9 @@ from pathlib import Path
 import httpx
 import pytest
 from agentrunner import codec as json
-from agentrunner_host.cli import HTTP_PORT_FILE
 from httpx_sse import connect_sse
 from pg_databases import temporary_pg_database_sync
-from serve_ready import wait_until_ready
+from serve_ready import ServeChild, child_environ, serve_child
 
 pytestmark = pytest.mark.slow
 
@@ -61,35 +57,13 @@ def database_url(request: pytest.FixtureRequest) -> Iterator[str | None]:
         yield url
 
 
-@dataclass
-class _Server:
-    base: str
-    process: subprocess.Popen[bytes]
-
-
 @contextmanager
-def _serve(data_dir: Path, config: Path, log: Path, database_url: str | None) -> Generator[_Server]:
+def _serve(data_dir: Path, config: Path, log: Path, database_url: str | None) -> Generator[ServeChild]:
     """``agentrunner serve --port 0`` as a child process (its URL from the port file it writes in the data
     directory); killed (not stopped) when the block ends."""
-    port_file = data_dir / HTTP_PORT_FILE
-    # a killed serve leaves its port file behind: remove it, so the previous run's port is never read as this one's
-    port_file.unlink(missing_ok=True)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTRUNNER_")}
-    if database_url is not None:
-        env["AGENTRUNNER_DATABASE_URL"] = database_url
-    args = [sys.executable, "-m", "agentrunner_host.cli", "serve", "--port", "0"]
-    args += ["--data-dir", str(data_dir), "--config", str(config)]
-    with log.open("ab") as log_file:
-        process = subprocess.Popen(
-            args, stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT, env=env
-        )
-    try:
-        base = wait_until_ready(process, port_file, log)
-        yield _Server(base, process)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait(timeout=30)
+    extra = {} if database_url is None else {"AGENTRUNNER_DATABASE_URL": database_url}
+    with serve_child(data_dir, log, config=config, env=child_environ(extra)) as child:
+        yield child
 
 
 @dataclass

@@ -3,11 +3,7 @@
 from __future__ import annotations
 
 import io
-import os
 import secrets
-import signal
-import subprocess
-import sys
 from collections.abc import Generator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,7 +13,7 @@ import pytest
 from agentrunner import codec as json
 from agentrunner_host.cli import EXIT_OK, HTTP_PORT_FILE, RUNTIME_PORT_FILE, cli
 from httpx_sse import connect_sse
-from serve_ready import wait_until_ready
+from serve_ready import child_environ, serve_child
 
 pytestmark = pytest.mark.slow
 
@@ -30,26 +26,9 @@ def serving(
     when given) and yield its base URL (the port it bound, read from the port file it writes in its data
     directory); stop it with SIGTERM and check it exits 0 and removed the port file (no orphan is left even
     when the test fails)."""
-    port_file = data_dir / HTTP_PORT_FILE
-    child_env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTRUNNER_")}
-    child_env.update(env or {})
-    args = [sys.executable, "-m", "agentrunner_host.cli", "serve", "--port", "0", "--data-dir", str(data_dir)]
-    if config is not None:
-        args += ["--config", str(config)]
-    with log.open("ab") as log_file:
-        process = subprocess.Popen(
-            args, stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT, env=child_env
-        )
-    try:
-        base = wait_until_ready(process, port_file, log)
-        yield base
-        process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=20) == 0, log.read_text()
-        assert not port_file.exists()  # a stopped serve leaves no port to be mistaken for a live one
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait(timeout=10)
+    with serve_child(data_dir, log, config=config, env=child_environ(env)) as child:
+        yield child.base
+        child.stop(timeout=20)
 
 
 def test_serve_streams_results_keeps_the_transcript_and_survives_a_restart(tmp_path: Path) -> None:
