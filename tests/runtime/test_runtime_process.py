@@ -430,10 +430,10 @@ async def test_result_backpressure_is_bounded_while_back_calls_keep_flowing(
         queue = child.session._runs["run-flood"].queue
         # The runner fills the whole window (8 granted, 1 consumed), then must wait for credit: a result beyond
         # it would be a protocol error that ends the session.
-        assert await _eventually(lambda: queue.qsize() == 7, within=_HANG_GUARD)
+        assert await _eventually(lambda: len(queue) == 7, within=_HANG_GUARD)
         calls = await _collect(conn, "caller", "run-while-flooding")
         assert _message(calls[0])["state"]["caller"] == "tests/echo"
-        assert queue.qsize() <= 8 and child.session.alive
+        assert len(queue) <= 8 and child.session.alive
         count = 1
         async for _ in flood:
             count += 1

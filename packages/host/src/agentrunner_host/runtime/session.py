@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+from collections import deque
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Final, Literal, TypedDict, TypeGuard, cast
 
@@ -132,13 +133,31 @@ class _Ended:
 class _HostRun:
     """A run live on this connection: its result queue, credit and in-flight back-calls."""
 
-    __slots__ = ("calls", "credit", "queue", "remote_ended")
+    __slots__ = ("calls", "credit", "queue", "remote_ended", "waiter")
 
     def __init__(self, window: int) -> None:
-        self.queue: asyncio.Queue[RawResult | _Ended] = asyncio.Queue()
+        # A deque and one future while the consumer waits, not an asyncio.Queue: a result costs an append and
+        # a popleft instead of the queue's several calls (the credit bounds its length either way).
+        self.queue: deque[RawResult | _Ended] = deque()
+        self.waiter: asyncio.Future[None] | None = None
         self.credit = window
         self.remote_ended = False
         self.calls: set[int] = set()
+
+    def put(self, item: RawResult | _Ended) -> None:
+        self.queue.append(item)
+        waiter = self.waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def wait(self) -> None:
+        """Return once the queue holds an item."""
+        while not self.queue:
+            self.waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self.waiter
+            finally:
+                self.waiter = None
 
 
 class _Call:
@@ -265,7 +284,7 @@ class WireSession:
         for run in self._runs.values():
             if not run.remote_ended:
                 run.remote_ended = True
-                run.queue.put_nowait(_Ended(RunnerTransportError(code, message, retryable=retryable)))
+                run.put(_Ended(RunnerTransportError(code, message, retryable=retryable)))
         for call in self._calls.values():
             if call.task is not None:
                 call.task.cancel()
@@ -337,7 +356,9 @@ class WireSession:
         try:
             await self._send_run(run_id, request)
             while True:
-                item = await run.queue.get()
+                if not run.queue:
+                    await run.wait()
+                item = run.queue.popleft()
                 if isinstance(item, _Ended):
                     if item.error is not None:
                         raise item.error
@@ -496,7 +517,7 @@ class WireSession:
             raise ProtocolError(f"run {run_id}: a result beyond the granted credit")
         if result.get("sequence") != sequence:
             result["sequence"] = sequence
-        run.queue.put_nowait(result)
+        run.put(result)
 
     def _dispatch(self, frame: Frame) -> None:
         match frame:
@@ -515,7 +536,7 @@ class WireSession:
                     if error is None
                     else RunnerTransportError(error.code, error.message, retryable=error.retryable)
                 )
-                run.queue.put_nowait(_Ended(failure))
+                run.put(_Ended(failure))
                 self._cancel_calls(run)
             case CallFrame(id=call_id, request=request, stream=stream, window=window):
                 self._start_call(call_id, request, stream=stream, window=window)
