@@ -38,7 +38,13 @@ async def test_a_cancel_taken_between_a_runs_committed_start_and_its_registratio
             await release.wait()
             return facts
 
+        async def committed_first(reads: StartReads, /, *, event_id: str | None) -> StartFacts | None:
+            return None  # the start is committed before the run is registered (PostgreSQL's way, always)
+
         monkeypatch.setattr(a.stores, "start_run", held_start)
+        # on SQLite a start normally rides in the journal's commit, made only after the run is registered:
+        # the window tested here is that of a start committed on its own
+        monkeypatch.setattr(a.stores, "read_start", committed_first)
         event = AgentEventEnvelope(
             event_id="evt-cancel-before-registration",
             event_type="message.received",

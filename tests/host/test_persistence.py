@@ -16,8 +16,9 @@ from agentrunner_host.access import ConversationKey, StateOwner
 from agentrunner_host.definitions import StatePolicy
 from agentrunner_host.errors import DuplicateEventError, RunnerNotFoundError
 from agentrunner_host.host import Host
-from agentrunner_host.stores import AuditFilter, HostStores
+from agentrunner_host.stores import AuditFilter, HostStores, RunListFilter, StartFacts, StartReads
 from agentrunner_host.stores.engine import create_engine, default_sqlite_url, upgrade
+from sqlalchemy import event as sa_event
 
 from .fakes import PLUGIN, FakeScriptedRunner, binding, echo_script, event, scripted
 
@@ -108,6 +109,78 @@ async def test_the_same_event_delivered_twice_runs_once(stores: HostStores) -> N
     _ = [i async for i in handle.results()]
     with pytest.raises(DuplicateEventError, match="was already accepted"):
         await host.orchestrator.submit(event("once", event_id="evt-dup"))
+    await host.aclose()
+
+
+async def test_a_short_runs_start_results_and_end_are_one_commit_on_sqlite(stores: HostStores) -> None:
+    """The start waits in the journal for the run's first results: a run that ends at once is one commit,
+    and everything it stores is there when submit returns (its id is given out only after the commit)."""
+    host = host_with(stores, scripted(echo_script))
+    commits = 0
+
+    def count(*_: object) -> None:
+        nonlocal commits
+        commits += 1
+
+    await host.orchestrator.submit(event("warm", event_id="evt-warm"))  # first-use reads and plans
+    sa_event.listen(stores.engine.sync_engine, "commit", count)
+    try:
+        handle = await host.orchestrator.submit(event("one commit", event_id="evt-one"))
+        assert commits == 1
+        run = await stores.runs.get(handle.run_id)
+        assert run is not None and run.status == "completed" and run.event_id == "evt-one"
+        stored = await stores.runs.results_after(handle.run_id, after_host_seq=0, limit=10)
+        assert [r.host_seq for r in stored] == [i.host_seq async for i in handle.results()]
+        assert stored[-1].type == "run.completed"
+    finally:
+        sa_event.remove(stores.engine.sync_engine, "commit", count)
+    await host.aclose()
+
+
+async def test_one_event_submitted_twice_at_once_runs_once(stores: HostStores) -> None:
+    """A second submit of an event whose run is still waiting for its start's commit waits for that commit,
+    then is the usual duplicate: one run, one typed duplicate answer."""
+    runs = 0
+
+    async def counting(ctx: AgentRunContext, api: AgentRunAPI) -> AsyncIterator[Any]:
+        nonlocal runs
+        runs += 1
+        async for result in echo_script(ctx, api):
+            yield result
+
+    host = host_with(stores, scripted(counting))
+    first, second = await asyncio.gather(
+        host.orchestrator.submit(event("twice", event_id="evt-twice")),
+        host.orchestrator.submit(event("twice", event_id="evt-twice")),
+        return_exceptions=True,
+    )
+    assert isinstance(second, DuplicateEventError), second
+    assert not isinstance(first, BaseException)
+    assert (await first.outcome()).status == "completed"
+    assert runs == 1
+    assert await stores.runs.for_event("evt-twice") == first.run_id
+    await host.aclose()
+
+
+async def test_a_duplicate_found_only_at_the_starts_commit_leaves_no_trace_of_the_run(
+    stores: HostStores, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process may store the same event between the loop's look and the journal's commit: the start
+    then fails as a duplicate, the caller gets the typed answer, and neither the run nor its results or
+    records are stored (its end is not attempted)."""
+    host = host_with(stores, scripted(echo_script))
+    first = await host.orchestrator.submit(event("first", event_id="evt-race"))
+    original = stores.read_start
+
+    async def not_looking(reads: StartReads, /, *, event_id: str | None) -> StartFacts | None:
+        return await original(reads, event_id=None)  # as if the other process had not committed yet
+
+    monkeypatch.setattr(stores, "read_start", not_looking)
+    with pytest.raises(DuplicateEventError, match="evt-race"):
+        await host.orchestrator.submit(event("second", event_id="evt-race"))
+    running = await stores.runs.page(RunListFilter(), limit=10)
+    assert [r.run_id for r in running] == [first.run_id]
+    assert not host.orchestrator._handles
     await host.aclose()
 
 

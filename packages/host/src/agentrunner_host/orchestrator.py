@@ -255,13 +255,17 @@ class Orchestrator:
         state = RunState(
             run_id=run_id, binding=binding, descriptor=descriptor, snapshot=snapshot, event=event
         )
+        begun: RunStart | None = None
         if self.stores is not None:
             try:
-                await self._persist_start(self.stores, state, include_event=not ingested)
+                begun = await self._read_start(self.stores, state, include_event=not ingested)
+                if begun is None:
+                    await self._persist_start(self.stores, state, include_event=not ingested)
             except RunnerDisabledError as exc:
                 await self._refused(event, exc, ingested=ingested)
                 raise
-            state.log = self.stores.runs.log(run_id)
+            if begun is None:
+                state.log = self.stores.runs.log(run_id)
         handle = RunHandle(run_id, binding, snapshot, state=state)
         self._handles[run_id] = handle
         handle.control.task = asyncio.create_task(
@@ -271,7 +275,72 @@ class Orchestrator:
         self._arm_watchdog(
             handle, state, at=_loop_time_for(snapshot.deadline_at) + self.force_end_grace_seconds
         )
+        if begun is not None and self.stores is not None:
+            await self._begin(self.stores, handle, state, begun)
         return handle
+
+    async def _read_start(
+        self, stores: RunStores, state: RunState, *, include_event: bool
+    ) -> RunStart | None:
+        """The start of a run the journal will commit with its first results, built from reads made on the
+        loop (``None``: the start is committed on its own first, see :meth:`_persist_start`). Raises
+        :class:`RunnerDisabledError` as that does."""
+        access = state.snapshot.access()
+        pull = self.pull
+        reads = self._start_reads(state)
+        facts = await stores.read_start(reads, event_id=state.event.event_id if include_event else None)
+        if facts is None:
+            return None
+        start = self._build_start(state, facts, include_event=include_event)
+        state.state_snapshot = facts.state
+        if pull is not None:
+            state.history = pull.history_handles_at(access, facts.transcript_seq, facts.event_seq)
+        return start
+
+    async def _begin(self, stores: RunStores, handle: RunHandle, state: RunState, start: RunStart) -> None:
+        """Queue *start* for the journal's next commit and wait for it. The run's task was created first, so
+        it has its first turn before the journal writes: a short run's start, results and end share one
+        commit. Nobody learns of the run (its id, a result) before that commit."""
+        state.log = stores.runs.begin(start)
+        state.start_persisted = True  # queued: the journal writes it before anything else of the run
+        try:
+            await state.log.begun()
+        except asyncio.CancelledError:
+            handle.detach()  # the caller went away before it could learn of the run: it ends unseen
+            raise
+        except Exception as exc:
+            # nothing of the run is stored, nor will be: end it without a trace
+            handle.detach()
+            control = handle.control
+            if handle.cancel_requested is None:
+                handle.cancel_requested = "its start could not be stored"
+            task = control.task
+            if task is not None and not task.done() and control.started and not control.finishing:
+                task.cancel()
+            if isinstance(exc, DuplicateEventStoredError):
+                raise DuplicateEventError(state.event.event_id) from None
+            raise
+
+    def _start_reads(self, state: RunState) -> StartReads:
+        access = state.snapshot.access()
+        return StartReads(
+            runner_id=state.descriptor.runner_id,
+            state_owners=access.state_owners if state.binding.state_policy.snapshot else None,
+            conversation=access.conversation if self.pull is not None else None,
+        )
+
+    def _build_start(self, state: RunState, facts: StartFacts, *, include_event: bool) -> RunStart:
+        if facts.control is not None:
+            raise RunnerDisabledError(facts.control.runner_id, facts.control.reason)
+        history = HistoryHandles()
+        if self.pull is not None:
+            history = self.pull.history_handles_at(
+                state.snapshot.access(), facts.transcript_seq, facts.event_seq
+            )
+        start = run_start(state, history)
+        if include_event:
+            start = dataclasses.replace(start, event=event_entry(state.event))
+        return start
 
     async def _refused(self, event: AgentEventEnvelope, exc: HostError, *, ingested: bool) -> None:
         """An event that cannot start a run is still stored, with a host record saying why."""
@@ -285,22 +354,10 @@ class Orchestrator:
         snapshot and the conversation's positions (read before the run's own user turn is written)."""
         access = state.snapshot.access()
         pull = self.pull
-        reads = StartReads(
-            runner_id=state.descriptor.runner_id,
-            state_owners=access.state_owners if state.binding.state_policy.snapshot else None,
-            conversation=access.conversation if pull is not None else None,
-        )
+        reads = self._start_reads(state)
 
         def build(facts: StartFacts) -> RunStart:
-            if facts.control is not None:
-                raise RunnerDisabledError(facts.control.runner_id, facts.control.reason)
-            history = HistoryHandles()
-            if pull is not None:
-                history = pull.history_handles_at(access, facts.transcript_seq, facts.event_seq)
-            start = run_start(state, history)
-            if include_event:
-                start = dataclasses.replace(start, event=event_entry(state.event))
-            return start
+            return self._build_start(state, facts, include_event=include_event)
 
         try:
             facts = await stores.start_run(reads, build)
@@ -600,7 +657,10 @@ class Orchestrator:
                 # The shielded write goes on; the outcome must still be published before we give way.
                 interrupted = exc
             except Exception:
-                log.exception("could not persist the end of run %s", state.run_id)
+                if _never_stored(state):
+                    log.debug("run %s ended; its start could not be stored, nor its end", state.run_id)
+                else:
+                    log.exception("could not persist the end of run %s", state.run_id)
             self._handles.pop(state.run_id, None)
             control.deliver_final(final_item)
             if not control.outcome.done():
@@ -638,11 +698,18 @@ class Orchestrator:
         )
 
     async def _persist_finish(self, state: RunState, live: LiveRun | None) -> None:
-        if self.stores is None:
+        if self.stores is None or _never_stored(state):
             return
         if live is not None and self._live_audit is not None:
             await self._live_audit.settle(live)  # what it wrote while live is not written twice
         await persist_finish(self.stores, state, live)
+
+
+def _never_stored(state: RunState) -> bool:
+    """The run's start, queued with its results (``runs.begin``), could not be committed: nothing of the run
+    is stored, and its end has nothing to update."""
+    result_log = state.log
+    return result_log is not None and result_log.error is not None and not result_log.started
 
 
 def _loop_time_for(deadline_at: float) -> float:

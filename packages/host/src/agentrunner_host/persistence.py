@@ -1,7 +1,8 @@
 """How a run becomes stored facts: the event, the run's start and end, its transcript items and its host
-records (the audit trail). The start is one transaction; the results go to the run's result log as they come
-(see :mod:`agentrunner_host.stores.journal`) and the end is committed after them, grouped with other runs'
-writes. The projection of results into transcript items lives here and nowhere else."""
+records (the audit trail). The start is one transaction (on SQLite it usually rides in the journal's
+transaction with the run's first results, see ``RunStore.begin``); the results go to the run's result log as
+they come (see :mod:`agentrunner_host.stores.journal`) and the end is committed after them, grouped with
+other runs' writes. The projection of results into transcript items lives here and nowhere else."""
 
 from __future__ import annotations
 

@@ -125,6 +125,11 @@ class RunStores(Protocol):
         """Read what a starting run needs and store the start *build* makes of it (SQLite: one transaction)."""
         ...
 
+    async def read_start(self, reads: StartReads, /, *, event_id: str | None) -> StartFacts | None:
+        """The same reads on the loop, for a start committed with the run's first results
+        (``runs.begin``); ``None``: use :meth:`start_run`."""
+        ...
+
 
 class FactsAPI(Protocol):
     """The pull actions: one method per action, ``(access, params) -> result`` (failures are ``APIError``\\ s),

@@ -16,7 +16,7 @@ from agentrunner import AgentRunResult, ArtifactRef, MessageDeltaResult, RunFail
 from agentrunner.codec import JsonObject
 
 from agentrunner_host.definitions import AgentBinding, AgentEventEnvelope
-from agentrunner_host.stores import ResultLog, ResultRecord, StateWrite
+from agentrunner_host.stores import ResultLog, ResultRecord, RunStart, StateWrite
 
 from .authorization import AuthorizationSnapshot
 from .context_builder import HistoryHandles
@@ -121,7 +121,7 @@ class RunState:
     )
     """Tools a code-executing runner's CLI started and has not ended: call id → (start time, name, detail)."""
     artifact_ids: dict[str, ArtifactRef] = field(default_factory=dict[str, ArtifactRef])
-    log: ResultLog[ResultRecord, StateWrite] | None = None
+    log: ResultLog[ResultRecord, StateWrite, RunStart] | None = None
     """The run's result log (``stores.runs.log``): results go to the store as they come, not at the end."""
     output_bytes: int = 0
     """Encoded bytes of every result received so far (capped by ``run_policy.max_output_bytes``)."""

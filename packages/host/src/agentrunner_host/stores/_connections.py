@@ -21,9 +21,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import sqlite3
 import threading
 import time
+import urllib.parse
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from queue import SimpleQueue
@@ -92,6 +94,8 @@ class Database:
             loop_reader_for(engine.url.database) if self.dialect == "sqlite" else None
         )
         """Point reads on the event loop's thread (SQLite files only; see :mod:`._loop_reads`)."""
+        self._loop_conn: Connection | None = None
+        self._loop_writes: CompiledWrites | None = None
 
     @property
     def is_sqlite(self) -> bool:
@@ -172,6 +176,54 @@ class Database:
                 if attempt == _ATTEMPTS - 1 or not self._retryable(exc):
                     raise
             await asyncio.sleep(0.001 * (attempt + 1))
+
+    def read_on_loop(self, work: Callable[[AsyncConnection], Awaitable[T]]) -> T | None:
+        """Run the statement-only reads *work* on the event loop's own thread (SQLite files only), each
+        statement in autocommit on a read-only connection that never waits for a lock, as the point reads of
+        :mod:`._loop_reads` (same safety, same fallback): ``None`` when SQLite would make it wait, the stores
+        are closed, or the database is not a file; the caller then reads through the async path. *work* is
+        driven as :meth:`transact_batch` drives its work (it must await nothing but statements), and the
+        statements go through the writer thread's compiled path; listeners of the injected engine see them.
+        *work* must not return ``None`` (that answer means "read elsewhere")."""
+        if self.loop_reader is None or self._closed:
+            return None
+        try:
+            conn = self._loop_connection()
+            try:
+                return _drive(work(_SyncExecutor(conn, self._loop_writes)))  # pyright: ignore[reportArgumentType]
+            finally:
+                conn.rollback()  # ends SQLAlchemy's own transaction object; the driver never began one
+        except DBAPIError as exc:
+            if self._retryable(exc):
+                return None
+            raise
+
+    def _loop_connection(self) -> Connection:
+        if self._loop_conn is not None and not self._loop_conn.invalidated:
+            return self._loop_conn
+        path = self.engine.url.database
+        if path is None:  # pragma: no cover - loop_reader is set only for database files
+            raise RuntimeError("loop reads need a database file")
+
+        def connect() -> sqlite3.Connection:
+            # autocommit: each statement reads the latest commit and no read transaction stays open
+            # between reads; mode=rw never creates the file
+            uri = f"file:{urllib.parse.quote(os.path.abspath(path))}?mode=rw"
+            dbapi = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+            dbapi.execute("PRAGMA query_only=ON")
+            dbapi.execute("PRAGMA busy_timeout=0")
+            return dbapi
+
+        engine = create_sync_engine("sqlite+pysqlite://", creator=connect, poolclass=StaticPool)
+        hub: Any = self.engine.sync_engine.dispatch
+
+        def on_statement(*args: Any) -> None:
+            hub.before_cursor_execute(*args)
+
+        event.listen(engine, "before_cursor_execute", on_statement)
+        self._loop_writes = CompiledWrites(engine.dialect, listeners=hub)
+        self._loop_conn = engine.connect()
+        return self._loop_conn
 
     def _run_batch(self, work: Callable[[AsyncConnection, bool], Awaitable[T]]) -> T:
         conn = self._batch_connection()
@@ -355,6 +407,10 @@ class Database:
                 await self._writer.invalidate()
                 await self._writer.close()
                 self._writer = None
+        if self._loop_conn is not None:  # after _closed: no loop read opens it again
+            self._loop_conn.close()
+            self._loop_conn.engine.dispose()
+            self._loop_conn = None
 
 
 class _WriterThread:
@@ -399,12 +455,12 @@ def _call_back(loop: asyncio.AbstractEventLoop, fn: Callable[..., None], *args: 
         loop.call_soon_threadsafe(fn, *args)
 
 
-def _succeed(future: asyncio.Future[Any], result: Any) -> None:
+def _succeed(future: asyncio.Future[T], result: T) -> None:
     if not future.done():  # the caller may have been cancelled meanwhile
         future.set_result(result)
 
 
-def _fail(future: asyncio.Future[Any], exc: BaseException) -> None:
+def _fail(future: asyncio.Future[T], exc: BaseException) -> None:
     if not future.done():
         future.set_exception(exc)
 

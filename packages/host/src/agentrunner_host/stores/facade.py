@@ -14,6 +14,7 @@ from agentrunner_host.access import ConversationKey, StateOwner
 from agentrunner_host.stores._connections import Database
 
 from ._compiled import hot
+from ._facts import known_events
 from ._sql import main_line
 from .agents import AgentStore
 from .artifacts import ArtifactStore
@@ -187,6 +188,36 @@ class HostStores:
             return StartFacts(control=control, state=snapshot, transcript_seq=latest, event_seq=event_seq)
 
         return await self.runs.start_planned(StartPlan(read, build))
+
+    async def read_start(self, reads: StartReads, /, *, event_id: str | None) -> StartFacts | None:
+        """What :meth:`start_run` reads, read on the event loop's own thread (no writer hop), for a start the
+        journal commits with the run's first results (:meth:`RunStore.begin`). ``None`` when that cannot be:
+        not a SQLite file, SQLite would make the read wait, or the triggering *event_id* is stored already
+        or being started here; the caller then uses :meth:`start_run` (which reports a duplicate).
+
+        The reads see the last commit, not the start's own transaction: a runner disabled, or a turn of the
+        same conversation stored, between them and the start's commit is not seen by this run (as if it
+        had started a moment earlier)."""
+        if not self.runs.begins_runs:
+            return None
+        if event_id is not None and await self.runs.beginning(event_id):
+            return None
+        if reads.state_owners:
+            await self.runs.state_settled()
+        state, owners, conversation = self.state, reads.state_owners, reads.conversation
+
+        async def read(conn: AsyncConnection) -> tuple[StartFacts | None]:
+            if event_id is not None and await known_events(conn, [event_id]):
+                return (None,)
+            control = await read_control(conn, reads.runner_id)
+            snapshot = await state.read_snapshot(conn, owners) if owners else {}
+            latest, event_seq = (None, None)
+            if conversation is not None:
+                latest, event_seq = await _read_positions(conn, conversation)
+            return (StartFacts(control=control, state=snapshot, transcript_seq=latest, event_seq=event_seq),)
+
+        found = self._db.read_on_loop(read)
+        return None if found is None else found[0]
 
     @classmethod
     async def open(

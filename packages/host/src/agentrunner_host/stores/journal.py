@@ -8,6 +8,9 @@ in one transaction, then raises each run's watermark. Readers wait on the waterm
 
 The writer runs as soon as the appending task yields (so results produced in one go share a commit) or,
 with a flush window, that long after the first pending write (more company per commit, more latency).
+A run's start may travel the same way (:meth:`ResultLog.begin`): it is then committed with the run's first
+results, in the same transaction and before them, and a short run (its start, results and end ready within
+one loop turn) costs one commit. Nobody may learn of such a run before :meth:`ResultLog.begun` returns.
 A run whose results are not committed yet is slowed down once its backlog passes a bound (bytes and count):
 host memory is bounded by the backlog, not by what the run produces. A run's end is queued behind its own
 results and is never committed before them. When a grouped transaction fails, every part of it is written
@@ -39,6 +42,7 @@ log = logging.getLogger("agentrunner.host.stores")
 R = TypeVar("R")
 F = TypeVar("F")
 S = TypeVar("S")
+B = TypeVar("B")
 
 DEFAULT_FLUSH_WINDOW: Final = 0.0
 """Seconds the writer waits after the first pending write before it commits (0: as soon as it runs)."""
@@ -53,8 +57,9 @@ class ResultLogError(StoreError):
 
 
 @dataclass(frozen=True, slots=True)
-class JournalEntry(Generic[R, F, S]):
-    """What one grouped transaction writes: appended results per run, their side writes, whole run ends."""
+class JournalEntry(Generic[R, F, S, B]):
+    """What one grouped transaction writes: run starts, appended results per run, their side writes, whole
+    run ends (in this order)."""
 
     results: Sequence[R]
     """Results, in append order (every run's own results in ``host_seq`` order)."""
@@ -62,27 +67,35 @@ class JournalEntry(Generic[R, F, S]):
     """Run ends; each comes after every result its run appended before it."""
     side: Sequence[S] = ()
     """Writes a result carries (state updates), in append order: committed with their result."""
+    starts: Sequence[B] = ()
+    """Starts of runs whose results (and ends) may be in this entry: written before them."""
 
 
-class ResultLog(Generic[R, S]):
+class ResultLog(Generic[R, S, B]):
     """The results one live run appended, and how far they are committed."""
 
     __slots__ = (
+        "_begun",
         "_journal",
         "_max_bytes",
         "_max_results",
+        "_on_begun",
         "_pending",
         "_pending_bytes",
         "_room",
+        "_start",
         "_unsettled",
         "_unsettled_bytes",
         "_waiter",
         "committed",
         "error",
         "run_id",
+        "started",
     )
 
-    def __init__(self, journal: Journal[R, Any, S], run_id: str, *, max_bytes: int, max_results: int) -> None:
+    def __init__(
+        self, journal: Journal[R, Any, S, B], run_id: str, *, max_bytes: int, max_results: int
+    ) -> None:
         self._journal = journal
         self.run_id = run_id
         """Run."""
@@ -98,6 +111,30 @@ class ResultLog(Generic[R, S]):
         self._max_results = max_results
         self._waiter: asyncio.Future[None] | None = None
         self._room: asyncio.Future[None] | None = None
+        self._start: B | None = None
+        self._begun: asyncio.Future[None] | None = None
+        self._on_begun: Callable[[], None] | None = None
+        self.started = True
+        """The run's start is committed (before this log was made, or by the journal after :meth:`begin`)."""
+
+    def begin(self, start: B, *, settled: Callable[[], None] | None = None) -> None:
+        """Queue the run's *start* for the next commit, before anything appended to this log (once, before
+        the first :meth:`append`); *settled* is called once the start is committed or failed."""
+        if self._start is not None or self._begun is not None or self._pending:
+            raise RuntimeError(f"run {self.run_id} is begun once, before its results")
+        self._start = start
+        self.started = False
+        self._on_begun = settled
+        self._begun = asyncio.get_running_loop().create_future()
+        self._begun.add_done_callback(_retrieved)  # a caller that stopped waiting leaves no unread error
+        self._journal.mark(self)
+
+    async def begun(self) -> None:
+        """Wait until the start queued by :meth:`begin` is committed; raises the write's own error when it
+        cannot be (nothing of the run is stored then)."""
+        if self._begun is None:
+            raise RuntimeError(f"run {self.run_id} was not begun through its log")
+        await asyncio.shield(self._begun)
 
     def append(self, host_seq: int, record: R, *, size: int, side: S | None = None) -> None:
         """Queue *record* (the result numbered *host_seq*, *size* bytes encoded) for the next commit, with
@@ -129,29 +166,38 @@ class ResultLog(Generic[R, S]):
             self._waiter = asyncio.get_running_loop().create_future()
             await self._waiter
 
-    def _take(self) -> tuple[list[tuple[int, R, S | None]], int]:
-        taken, size = self._pending, self._pending_bytes
-        self._pending, self._pending_bytes = [], 0
-        return taken, size
+    def _take(self) -> tuple[B | None, list[tuple[int, R, S | None]], int]:
+        start, taken, size = self._start, self._pending, self._pending_bytes
+        self._start, self._pending, self._pending_bytes = None, [], 0
+        return start, taken, size
 
-    def _settle(self, taken: list[tuple[int, R, S | None]], size: int, error: BaseException | None) -> None:
+    def _settle(
+        self, start: B | None, taken: list[tuple[int, R, S | None]], size: int, error: BaseException | None
+    ) -> None:
         self._unsettled -= len(taken)
         self._unsettled_bytes -= size
         if error is not None:
             self.error = self.error or error
-        elif taken:
-            self.committed = max(self.committed, taken[-1][0])
+        else:
+            if start is not None:
+                self.started = True
+            if taken:
+                self.committed = max(self.committed, taken[-1][0])
+        if start is not None and self._begun is not None:
+            _settle(self._begun, error)
+            if self._on_begun is not None:
+                self._on_begun()
         for waiter in (self._waiter, self._room):
             if waiter is not None and not waiter.done():
                 waiter.set_result(None)
 
 
-class Journal(Generic[R, F, S]):
+class Journal(Generic[R, F, S, B]):
     """The process's one writer of live results and run ends (see the module docstring)."""
 
     def __init__(
         self,
-        write: Callable[[JournalEntry[R, F, S]], Awaitable[None]],
+        write: Callable[[JournalEntry[R, F, S, B]], Awaitable[None]],
         *,
         flush_window: float = DEFAULT_FLUSH_WINDOW,
         backlog_bytes: int = DEFAULT_BACKLOG_BYTES,
@@ -162,7 +208,7 @@ class Journal(Generic[R, F, S]):
         """Seconds to collect writes before a commit."""
         self._backlog_bytes = backlog_bytes
         self._backlog_results = backlog_results
-        self._dirty: dict[int, ResultLog[R, S]] = {}
+        self._dirty: dict[int, ResultLog[R, S, B]] = {}
         self._side_queued = 0
         self._side_settled = 0
         self._side_waiters: list[tuple[int, asyncio.Future[None]]] = []
@@ -170,7 +216,7 @@ class Journal(Generic[R, F, S]):
         self._drainer: asyncio.Task[None] | None = None
         self._closed = False
 
-    def log(self, run_id: str) -> ResultLog[R, S]:
+    def log(self, run_id: str) -> ResultLog[R, S, B]:
         """A new result log for the live run *run_id*."""
         return ResultLog(
             self,
@@ -202,7 +248,7 @@ class Journal(Generic[R, F, S]):
         for _, future in ready:
             _settle(future, None)
 
-    def mark(self, result_log: ResultLog[R, S]) -> None:
+    def mark(self, result_log: ResultLog[R, S, B]) -> None:
         """*result_log* has pending results."""
         self._dirty.setdefault(id(result_log), result_log)
         self._wake()
@@ -228,23 +274,25 @@ class Journal(Generic[R, F, S]):
             self._dirty.clear()
             taken = [(result_log, *result_log._take()) for result_log in logs]  # pyright: ignore[reportPrivateUsage]
             finishes, self._finishes = self._finishes, []
-            results = [record for _, part, _ in taken for _, record, _ in part]
-            side = [extra for _, part, _ in taken for _, _, extra in part if extra is not None]
+            starts = [start for _, start, _, _ in taken if start is not None]
+            results = [record for _, _, part, _ in taken for _, record, _ in part]
+            side = [extra for _, _, part, _ in taken for _, _, extra in part if extra is not None]
             try:
-                await self._write(JournalEntry(results, [f for f, _ in finishes], side))
+                await self._write(JournalEntry(results, [f for f, _ in finishes], side, starts))
             except asyncio.CancelledError:
                 error = RuntimeError("the stores were closed during the write")
-                for result_log, part, size in taken:
-                    result_log._settle(part, size, error)  # pyright: ignore[reportPrivateUsage]
+                for result_log, start, part, size in taken:
+                    result_log._settle(start, part, size, error)  # pyright: ignore[reportPrivateUsage]
                 for _, future in finishes:
                     _settle(future, error)
                 self._sides_done(len(side))
                 raise
             except Exception as exc:
                 if len(taken) + len(finishes) == 1:
-                    for result_log, part, size in taken:
-                        log.error("results of run %s could not be stored: %s", result_log.run_id, exc)
-                        result_log._settle(part, size, exc)  # pyright: ignore[reportPrivateUsage]
+                    for result_log, start, part, size in taken:
+                        if start is None:  # a start's error is its caller's to report (a duplicate event...)
+                            log.error("results of run %s could not be stored: %s", result_log.run_id, exc)
+                        result_log._settle(start, part, size, exc)  # pyright: ignore[reportPrivateUsage]
                     for _, future in finishes:
                         _settle(future, exc)
                     self._sides_done(len(side))
@@ -252,27 +300,29 @@ class Journal(Generic[R, F, S]):
                 await self._one_by_one(taken, finishes)
                 self._sides_done(len(side))
             else:
-                for result_log, part, size in taken:
-                    result_log._settle(part, size, None)  # pyright: ignore[reportPrivateUsage]
+                for result_log, start, part, size in taken:
+                    result_log._settle(start, part, size, None)  # pyright: ignore[reportPrivateUsage]
                 for _, future in finishes:
                     _settle(future, None)
                 self._sides_done(len(side))
 
     async def _one_by_one(
         self,
-        taken: list[tuple[ResultLog[R, S], list[tuple[int, R, S | None]], int]],
+        taken: list[tuple[ResultLog[R, S, B], B | None, list[tuple[int, R, S | None]], int]],
         finishes: list[tuple[F, asyncio.Future[None]]],
     ) -> None:
-        # results first, run by run, then the ends: a run's end still comes after its results
-        for result_log, part, size in taken:
+        # starts and results first, run by run, then the ends: a run's end still comes after its results
+        for result_log, start, part, size in taken:
             try:
                 side = [extra for _, _, extra in part if extra is not None]
-                await self._write(JournalEntry([record for _, record, _ in part], [], side))
+                starts = [] if start is None else [start]
+                await self._write(JournalEntry([record for _, record, _ in part], [], side, starts))
             except Exception as exc:
-                log.error("results of run %s could not be stored: %s", result_log.run_id, exc)
-                result_log._settle(part, size, exc)  # pyright: ignore[reportPrivateUsage]
+                if start is None:
+                    log.error("results of run %s could not be stored: %s", result_log.run_id, exc)
+                result_log._settle(start, part, size, exc)  # pyright: ignore[reportPrivateUsage]
             else:
-                result_log._settle(part, size, None)  # pyright: ignore[reportPrivateUsage]
+                result_log._settle(start, part, size, None)  # pyright: ignore[reportPrivateUsage]
         for finish, future in finishes:
             try:
                 await self._write(JournalEntry([], [finish]))
@@ -286,6 +336,11 @@ class Journal(Generic[R, F, S]):
         self._closed = True
         while self._drainer is not None and not self._drainer.done():
             await asyncio.gather(self._drainer, return_exceptions=True)
+
+
+def _retrieved(future: asyncio.Future[None]) -> None:
+    if not future.cancelled():
+        future.exception()
 
 
 def _settle(future: asyncio.Future[None], error: BaseException | None) -> None:

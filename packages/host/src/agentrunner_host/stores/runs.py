@@ -1,14 +1,16 @@
-"""Runs and their results: one transaction when a run starts, one when it ends.
+"""Runs and their results: one transaction when a run starts, one when it ends (on SQLite often both in one).
 
 ``start`` writes the run row, its start records (e.g. ``run.started`` with the snapshot hash) and the user's
 transcript item together; ``finish`` writes every result, the assistant items, the host records and the
-outcome together. A crash in between leaves a ``running`` row that :meth:`RunStore.close_interrupted`
+outcome together. On SQLite a start can instead go through the journal (``begin``): it is committed with the
+run's first results, so a run that ends at once is a single commit. A crash in between leaves a ``running`` row that :meth:`RunStore.close_interrupted`
 turns into a failure (code ``host_restarted``) at the next start-up, with a ``run.failed`` result that
 reconnecting clients can replay.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Generic, Literal, TypeVar, cast
@@ -355,7 +357,8 @@ class RunStore:
         """The host incarnation recorded as the owner of the runs this store starts (set by the service
         once it registered; see :mod:`.hosts`)."""
         self._starts: Coalescer[RunStart | _Starter] = Coalescer(self._write_starts)
-        self._journal: Journal[ResultRecord, RunFinish, StateWrite] = Journal(
+        self._beginning: dict[str, ResultLog[ResultRecord, StateWrite, RunStart]] = {}
+        self._journal: Journal[ResultRecord, RunFinish, StateWrite, RunStart] = Journal(
             self._write_journal,
             flush_window=flush_window,
             backlog_bytes=backlog_bytes,
@@ -388,11 +391,48 @@ class RunStore:
         else:
             await self._write_starts([start])
 
-    def log(self, run_id: str) -> ResultLog[ResultRecord, StateWrite]:
+    def log(self, run_id: str) -> ResultLog[ResultRecord, StateWrite, RunStart]:
         """The result log of the live run *run_id* (started already): results appended to it are committed
         by the journal; :meth:`ResultLog.durable` tells when. Pass each result with its ``host_seq`` and the
         state update it carries, if any (``side``)."""
         return self._journal.log(run_id)
+
+    @property
+    def begins_runs(self) -> bool:
+        """:meth:`begin` is available: SQLite, where the journal's transaction and a start's are both one hop
+        to the writer thread (on PostgreSQL each is already one statement; see :mod:`._pg_batch`)."""
+        return self._db.is_sqlite
+
+    def begin(self, start: RunStart) -> ResultLog[ResultRecord, StateWrite, RunStart]:
+        """The result log of a run whose *start* is committed by the journal with its first results (one
+        commit instead of two; see :mod:`.journal`). Nothing about the run may be shown to anyone before
+        :meth:`ResultLog.begun` returns; it raises what :meth:`start` raises when the start cannot be stored
+        (:class:`DuplicateEventStoredError`, :class:`RunExistsError`). The caller must have read the start's
+        facts already (:meth:`HostStores.read_start`)."""
+        result_log = self._journal.log(start.run_id)
+        trigger = start.event
+        if trigger is None:
+            result_log.begin(start)
+            return result_log
+        event_id = trigger.event_id
+
+        def forget() -> None:
+            if self._beginning.get(event_id) is result_log:
+                del self._beginning[event_id]
+
+        result_log.begin(start, settled=forget)
+        self._beginning[event_id] = result_log
+        return result_log
+
+    async def beginning(self, event_id: str) -> bool:
+        """Whether a run begun here ingests *event_id* and is not committed yet; waits for its commit (or
+        failure) first, so that a start written after this sees the event if it was stored."""
+        pending = self._beginning.get(event_id)
+        if pending is None:
+            return False
+        with contextlib.suppress(Exception):
+            await pending.begun()
+        return True
 
     async def state_settled(self) -> None:
         """Wait until every state update queued with a result so far is committed (reads see it after)."""
@@ -475,11 +515,28 @@ class RunStore:
             raise error from None
         return True
 
-    async def _write_journal(self, entry: JournalEntry[ResultRecord, RunFinish, StateWrite]) -> None:
+    async def _write_journal(
+        self, entry: JournalEntry[ResultRecord, RunFinish, StateWrite, RunStart]
+    ) -> None:
         finishes = entry.finishes
         run_ids = [f.run_id for f in finishes]
+        starts = entry.starts
 
         async def work(conn: AsyncConnection, careful: bool) -> None:
+            triggers = _triggers_of(starts)
+            if starts:
+                started = [s.run_id for s in starts]
+                if careful:
+                    found = await conn.execute(select(RUNS.c.run_id).where(RUNS.c.run_id.in_(started)))
+                    known_run = found.scalars().first()
+                    if known_run is not None:
+                        raise RunExistsError(f"run {known_run} is already stored")
+                    known = await known_events(conn, [e.event_id for e in triggers]) if triggers else {}
+                    if known:
+                        raise DuplicateEventStoredError(next(iter(known)))
+                if len(set(started)) != len(started):
+                    raise RunExistsError("the same run is started twice")
+                await conn.execute(_INSERT_RUNS, [_run_row(s, self.owner_host) for s in starts])
             if len(finishes) == 1:
                 finish = finishes[0]
                 updated = await conn.execute(_FINISH, _finish_params(finish))
@@ -501,18 +558,29 @@ class RunStore:
             results.extend(_result_row(r) for f in finishes for r in f.results)
             if results:
                 await conn.execute(_INSERT_RESULTS, results)
-            if finishes:
+            if finishes or starts:
+                # one statement per table for starts and ends together, the starts' records first (their
+                # events and items are numbered before the ends')
                 await write_facts(
                     conn,
                     self._db.dialect,
-                    events=[event for f in finishes for event in f.events],
-                    items=[item for f in finishes for item in f.transcript],
+                    events=[
+                        *triggers,
+                        *(event for s in starts for event in s.start_events),
+                        *(event for f in finishes for event in f.events),
+                    ],
+                    items=[
+                        *(s.user_turn for s in starts if s.user_turn is not None),
+                        *(item for f in finishes for item in f.transcript),
+                    ],
                     now=now_ms(),
                     careful=careful,
                     returning=False,
                 )
 
         if not self._db.is_sqlite:
+            if starts:  # begins_runs is False there: nobody queues a start
+                raise RuntimeError("run starts go through RunStore.start on PostgreSQL")
             batch = PgBatch(
                 finishes=[_finish_row(f) for f in finishes],
                 results=[_result_row(r) for r in (*entry.results, *(r for f in finishes for r in f.results))],
