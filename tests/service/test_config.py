@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
+from agentrunner.codec import JsonObject
 from agentrunner_host.config import (
     ConfigFileError,
     default_data_dir,
@@ -181,13 +182,13 @@ def test_the_config_file_is_found_through_the_environment_or_the_working_directo
 
 def test_env_references_resolve_and_redaction_masks_secret_fields() -> None:
     """``{env = "X"}`` becomes the variable's value for runs; output masks form-secret and secret-named keys."""
-    config = {
+    config: JsonObject = {
         "api_key": {"env": "K"},
         "nested": {"token": "abc"},
         "plain": "ok",
         "items": [{"password": "p"}],
     }
-    assert resolve_env_refs(config, environ={"K": "v"})["api_key"] == "v"
+    assert resolve_env_refs(config, environ={"K": "v"}) == {**config, "api_key": "v"}
     with pytest.raises(EnvReferenceError, match="K is not set"):
         resolve_env_refs(config, environ={})
     assert redact_config(config) == {
