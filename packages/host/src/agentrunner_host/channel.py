@@ -47,6 +47,16 @@ class Channel(Generic[T]):
         self._items.append(item)
         self._wake(self._getter)
 
+    def offer(self, item: T) -> bool:
+        """Append *item* if that needs no wait (room left, or closed); ``False`` when the caller must
+        :meth:`push` instead. The per-result path takes this first: a coroutine per item costs more than the
+        check."""
+        if len(self._items) >= self._maxsize and not self._closed:
+            return False
+        self._items.append(item)
+        self._wake(self._getter)
+        return True
+
     def push_final(self, item: T) -> None:
         """Append *item* without waiting (may exceed the bound by one) and close the channel."""
         self._items.append(item)
@@ -62,6 +72,12 @@ class Channel(Generic[T]):
         """Drop undelivered items (the consumer went away) and release a waiting producer."""
         self._items.clear()
         self._wake(self._putter)
+
+    def pull_nowait(self) -> T:
+        """The next item of a channel that holds one (check ``len()`` first; raises ``IndexError`` if empty)."""
+        item = self._items.popleft()
+        self._wake(self._putter)
+        return item
 
     async def pull(self) -> T:
         """The next item; raises :class:`ChannelClosed` when closed and drained."""

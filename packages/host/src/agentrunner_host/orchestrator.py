@@ -89,6 +89,11 @@ class RunControl:
     watchdogs: list[asyncio.TimerHandle] = field(default_factory=list[asyncio.TimerHandle])
     """Force-end timers (deadline, cancellation grace)."""
 
+    def deliver_now(self, item: DeliveredResult) -> bool:
+        """Queue a result for the consumer if that needs no wait; ``False`` when the caller must await
+        :meth:`deliver` instead."""
+        return self.detached or self.channel.offer(item)
+
     async def deliver(self, item: DeliveredResult) -> None:
         """Queue a result for the consumer (waits while the consumer is behind)."""
         if not self.detached:
@@ -147,10 +152,13 @@ class RunHandle:
         result_log = self.control.state.log
         channel = self.control.channel
         while True:
-            try:
-                item = await channel.pull()
-            except ChannelClosed:
-                return
+            if len(channel):
+                item = channel.pull_nowait()  # no coroutine per result while the run is ahead of its reader
+            else:
+                try:
+                    item = await channel.pull()
+                except ChannelClosed:
+                    return
             if result_log is not None and result_log.committed < item.host_seq:
                 try:
                     await result_log.durable(item.host_seq)
@@ -540,15 +548,19 @@ class Orchestrator:
                         raise asyncio.CancelledError
                     if handle.force_ended:
                         break  # the host recorded the run's end already (past its deadline): read no further
-                    # text held back in case it began a secret is released before what follows it
-                    released = self.rules.release_stream(state, raw)
-                    if released is not None:
-                        await control.deliver(released)
-                    delivered = await self.rules.accept(state, raw)
+                    if state.stream_mask is not None:
+                        # text held back in case it began a secret is released before what follows it
+                        released = self.rules.release_stream(state, raw)
+                        if released is not None:
+                            await control.deliver(released)
+                    delivered = self.rules.accept(state, raw)
+                    if delivered is not None and not isinstance(delivered, DeliveredResult):
+                        delivered = await delivered  # an inline artifact, stored first
                     if state.terminal is not None:
                         control.terminal_seen = True
                     if delivered is not None:
-                        await control.deliver(delivered)
+                        if not control.deliver_now(delivered):
+                            await control.deliver(delivered)
                         if state.log is not None and state.log.backlogged:
                             await state.log.room()  # the store is behind: slow the runner down
                     if state.terminal is not None:
@@ -652,7 +664,9 @@ class Orchestrator:
             outcome = state.outcome()
             interrupted: BaseException | None = None
             try:
-                await asyncio.shield(self._persist_finish(state, live))
+                # a shield is a task of its own: none for a run with nothing to store
+                if self.stores is not None:
+                    await asyncio.shield(self._persist_finish(state, live))
             except asyncio.CancelledError as exc:
                 # The shielded write goes on; the outcome must still be published before we give way.
                 interrupted = exc

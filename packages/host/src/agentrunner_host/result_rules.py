@@ -12,7 +12,8 @@ import base64
 import binascii
 import re
 import time
-from typing import Final, cast
+from collections.abc import Awaitable
+from typing import Final, TypeAlias, cast
 
 from agentrunner import (
     MAX_STATE_VALUE_BYTES,
@@ -46,7 +47,11 @@ from .ports import RunStores
 from .redaction import ResultRedactor
 from .run_state import DeliveredResult, RunState
 
-__all__ = ["MAX_INLINE_ARTIFACT", "ResultRules", "RunViolation", "host_failure", "store_result"]
+__all__ = ["MAX_INLINE_ARTIFACT", "Accepted", "ResultRules", "RunViolation", "host_failure", "store_result"]
+
+Accepted: TypeAlias = DeliveredResult | Awaitable[DeliveredResult | None] | None
+"""What :meth:`ResultRules.accept` answers: the delivered result, ``None`` (dropped), or, for an inline artifact
+the host stores first, an awaitable of one of those."""
 
 _STATE_KEY: Final = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:\-/]{0,199}$")
 MAX_INLINE_ARTIFACT: Final = 1024 * 1024
@@ -120,9 +125,13 @@ class ResultRules:
         self.secret_values: ResultRedactor | None = None
         """Known secret values masked in every result before it is delivered or stored (set by the service)."""
 
-    async def accept(self, state: RunState, raw: RawResult) -> DeliveredResult | None:
+    def accept(self, state: RunState, raw: RawResult) -> Accepted:
         """Check one raw result; ``None`` when it is dropped (a warning is recorded), raises
-        :class:`RunViolation` when it ends the run."""
+        :class:`RunViolation` when it ends the run.
+
+        Synchronous for every result but an inline artifact the host stores, for which it returns an awaitable
+        of the same answer: the per-result path is the host's hottest, and most results never wait for I/O.
+        """
         # Never called after the terminal result: the orchestrator stops reading the runner's stream there.
         state.results_seen += 1
         policy = state.snapshot.run_policy
@@ -192,7 +201,24 @@ class ResultRules:
                 )
             state.last_runner_seq = result.sequence
 
-        delivered = await self._apply(state, result)
+        if isinstance(result, ArtifactCreatedResult) and result.data.content_base64 is not None:
+            return self._accept_artifact(state, result, payload, size)
+        return self._deliver(state, result, self._apply(state, result), payload, size)
+
+    async def _accept_artifact(
+        self, state: RunState, result: ArtifactCreatedResult, payload: JsonObject | bytes, size: int
+    ) -> DeliveredResult | None:
+        return self._deliver(state, result, await self._artifact(state, result), payload, size)
+
+    @staticmethod
+    def _deliver(
+        state: RunState,
+        result: AgentRunResult,
+        delivered: AgentRunResult | None,
+        payload: JsonObject | bytes,
+        size: int,
+    ) -> DeliveredResult | None:
+        """Number and log the result the rules let through (*delivered*: *result* itself or what replaced it)."""
         if delivered is None:
             return None
         state.host_seq += 1
@@ -243,7 +269,7 @@ class ResultRules:
         store_result(state, None, result.type, encoded)
         return DeliveredResult(state.host_seq, result, encoded)
 
-    async def _apply(self, state: RunState, result: AgentRunResult) -> AgentRunResult | None:
+    def _apply(self, state: RunState, result: AgentRunResult) -> AgentRunResult | None:
         caps = state.snapshot.capabilities
         match result:
             case MessageDeltaResult():
@@ -295,7 +321,8 @@ class ResultRules:
             case StateUpdatedResult():
                 return self._state_update(state, result)
             case ArtifactCreatedResult():
-                return await self._artifact(state, result)
+                # inline content goes through _artifact (awaited by accept's caller); a bare reference is kept
+                return self._artifact_unstored(state, result)
             case ActionRequestedResult():
                 return self._action_requested(state, result)
             case RunCompletedResult():
@@ -379,8 +406,13 @@ class ResultRules:
             if self.stores is not None:
                 stored = await store_runner_artifact(self.stores, state, ref, content)
                 return self._artifact_created(state, result, stored)
+        return self._artifact_unstored(state, result)
+
+    @classmethod
+    def _artifact_unstored(cls, state: RunState, result: ArtifactCreatedResult) -> AgentRunResult:
         # Sizes and digests are measured by the host when it stores bytes; never trust the runner's.
-        return self._artifact_created(state, result, ref.model_copy(update={"size": None, "digest": None}))
+        ref = result.data.artifact.model_copy(update={"size": None, "digest": None})
+        return cls._artifact_created(state, result, ref)
 
     @staticmethod
     def _artifact_created(state: RunState, result: ArtifactCreatedResult, ref: ArtifactRef) -> AgentRunResult:
