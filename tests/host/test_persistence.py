@@ -129,6 +129,8 @@ async def test_a_short_runs_start_results_and_end_are_one_commit_on_sqlite(store
         assert commits == 1
         run = await stores.runs.get(handle.run_id)
         assert run is not None and run.status == "completed" and run.event_id == "evt-one"
+        # inserted ended (no update of the row just written): the end's fields are in the row
+        assert run.ended_at is not None and run.usage == {"output_tokens": 1}
         stored = await stores.runs.results_after(handle.run_id, after_host_seq=0, limit=10)
         assert [r.host_seq for r in stored] == [i.host_seq async for i in handle.results()]
         assert stored[-1].type == "run.completed"
