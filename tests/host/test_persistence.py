@@ -172,6 +172,8 @@ async def test_a_duplicate_found_only_at_the_starts_commit_leaves_no_trace_of_th
     records are stored (its end is not attempted)."""
     host = host_with(stores, scripted(echo_script))
     first = await host.orchestrator.submit(event("first", event_id="evt-race"))
+    # the first run's handle goes only when it ends: wait for that, so what is left can only be the second's
+    assert (await first.outcome()).status == "completed"
     original = stores.read_start
 
     async def not_looking(reads: StartReads, /, *, event_id: str | None) -> StartFacts | None:
