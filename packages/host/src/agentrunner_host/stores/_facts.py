@@ -77,12 +77,16 @@ _SQLITE_ITEM_INSERT: Final[Insert] = hot(
 )
 _INSERT_EVENTS: Final[Insert] = hot(insert(EVENTS))
 _INSERT_ITEMS: Final[Insert] = hot(insert(ITEMS))
+# Built once and compiled once per list length on SQLite's compiled path: a run start looks its trigger up
+# on every request, and a fresh select with literal ids went through SQLAlchemy's whole execute path.
+_KNOWN_EVENTS: Final = hot(select(EVENTS).where(EVENTS.c.event_id.in_(bindparam("ids", expanding=True))))
+_KNOWN_ITEMS: Final = hot(select(ITEMS).where(ITEMS.c.item_id.in_(bindparam("ids", expanding=True))))
 
 
 async def _known_events(conn: AsyncConnection, ids: list[str]) -> dict[str, StoredEvent]:
     known: dict[str, StoredEvent] = {}
     for start in range(0, len(ids), _CHUNK):
-        rows = await conn.execute(select(EVENTS).where(EVENTS.c.event_id.in_(ids[start : start + _CHUNK])))
+        rows = await conn.execute(_KNOWN_EVENTS, {"ids": ids[start : start + _CHUNK]})
         for row in rows.mappings():
             event = event_from_row(row)
             known[event.event_id] = event
@@ -92,7 +96,7 @@ async def _known_events(conn: AsyncConnection, ids: list[str]) -> dict[str, Stor
 async def _known_items(conn: AsyncConnection, ids: list[str]) -> dict[str, StoredTranscriptItem]:
     known: dict[str, StoredTranscriptItem] = {}
     for start in range(0, len(ids), _CHUNK):
-        rows = await conn.execute(select(ITEMS).where(ITEMS.c.item_id.in_(ids[start : start + _CHUNK])))
+        rows = await conn.execute(_KNOWN_ITEMS, {"ids": ids[start : start + _CHUNK]})
         for row in rows.mappings():
             item = item_from_row(row)
             known[item.item_id] = item
