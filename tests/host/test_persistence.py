@@ -139,6 +139,36 @@ async def test_a_short_runs_start_results_and_end_are_one_commit_on_sqlite(store
     await host.aclose()
 
 
+async def test_a_minted_event_id_is_not_looked_up_and_a_duplicate_still_fails_at_the_commit(
+    stores: HostStores,
+) -> None:
+    """An id the host made up for the submission (``minted``) cannot be stored yet: its start reads no
+    earlier copy of it. Should one exist all the same, the unique key refuses it at the start's commit and
+    the caller gets the typed duplicate answer, with nothing of the second run stored."""
+    host = host_with(stores, scripted(echo_script))
+    lookups: list[str] = []
+
+    def on_statement(_conn: object, _cursor: object, statement: str, *_: object) -> None:
+        if "events.event_id IN" in statement:
+            lookups.append(statement)
+
+    await host.orchestrator.submit(event("warm", event_id="evt-warm"))
+    sa_event.listen(stores.engine.sync_engine, "before_cursor_execute", on_statement)
+    try:
+        fresh = await host.orchestrator.submit(event("fresh", event_id="evt-minted"), minted=True)
+        assert (await fresh.outcome()).status == "completed"
+        assert lookups == []
+        await host.orchestrator.submit(event("client's id", event_id="evt-client"))
+        assert len(lookups) == 1  # an id a client sent is looked up
+        with pytest.raises(DuplicateEventError, match="evt-minted"):
+            await host.orchestrator.submit(event("again", event_id="evt-minted"), minted=True)
+    finally:
+        sa_event.remove(stores.engine.sync_engine, "before_cursor_execute", on_statement)
+    runs = await stores.runs.page(RunListFilter(), limit=10)
+    assert sum(r.event_id == "evt-minted" for r in runs) == 1
+    await host.aclose()
+
+
 async def test_one_event_submitted_twice_at_once_runs_once(stores: HostStores) -> None:
     """A second submit of an event whose run is still waiting for its start's commit waits for that commit,
     then is the usual duplicate: one run, one typed duplicate answer."""

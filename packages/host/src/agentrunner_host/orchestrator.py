@@ -215,11 +215,12 @@ class Orchestrator:
 
     # -- entry points ------------------------------------------------------------------------------------------
 
-    async def submit(self, event: AgentEventEnvelope) -> RunHandle:
+    async def submit(self, event: AgentEventEnvelope, *, minted: bool = False) -> RunHandle:
         """Accept an event (stored once, idempotently), resolve its one binding and start the run.
 
         The event is written together with the run's start record (one commit); an event that cannot start a
-        run (no binding, unknown runner) is still stored, with a host record saying why.
+        run (no binding, unknown runner) is still stored, with a host record saying why. *minted*: see
+        :meth:`start`.
         """
         try:
             if self.bindings is None:
@@ -229,7 +230,7 @@ class Orchestrator:
             await self._ingest(event)
             await self._host_record(event, "event.unhandled", {"reason": exc.message})
             raise
-        return await self.start(event, binding)
+        return await self.start(event, binding, minted=minted)
 
     async def run(self, event: AgentEventEnvelope, binding: AgentBinding) -> AsyncIterator[AgentRunResult]:
         """Run *event* with *binding* and yield its results; closing this iterator early cancels the run."""
@@ -245,12 +246,20 @@ class Orchestrator:
                 handle.detach()
 
     async def start(
-        self, event: AgentEventEnvelope, binding: AgentBinding, *, ingested: bool = False
+        self,
+        event: AgentEventEnvelope,
+        binding: AgentBinding,
+        *,
+        ingested: bool = False,
+        minted: bool = False,
     ) -> RunHandle:
         """Start a run and return its handle (the run proceeds in its own task).
 
         With stores, the event (unless *ingested* already) and the run's start record are committed before
-        this returns: a duplicate event id raises :class:`DuplicateEventError` and nothing runs.
+        this returns: a duplicate event id raises :class:`DuplicateEventError` and nothing runs. *minted* says
+        the event's id was made by this host for this submission (random, never handed out before), so no
+        stored or starting event can have it and the start does not look for one; the unique key still
+        refuses a duplicate at the commit.
         """
         try:
             descriptor = await self.registry.get(binding.runner_id)
@@ -266,7 +275,9 @@ class Orchestrator:
         begun: RunStart | None = None
         if self.stores is not None:
             try:
-                begun = await self._read_start(self.stores, state, include_event=not ingested)
+                begun = await self._read_start(
+                    self.stores, state, include_event=not ingested, look_for_duplicate=not minted
+                )
                 if begun is None:
                     await self._persist_start(self.stores, state, include_event=not ingested)
             except RunnerDisabledError as exc:
@@ -288,7 +299,7 @@ class Orchestrator:
         return handle
 
     async def _read_start(
-        self, stores: RunStores, state: RunState, *, include_event: bool
+        self, stores: RunStores, state: RunState, *, include_event: bool, look_for_duplicate: bool
     ) -> RunStart | None:
         """The start of a run the journal will commit with its first results, built from reads made on the
         loop (``None``: the start is committed on its own first, see :meth:`_persist_start`). Raises
@@ -296,7 +307,8 @@ class Orchestrator:
         access = state.snapshot.access()
         pull = self.pull
         reads = self._start_reads(state)
-        facts = await stores.read_start(reads, event_id=state.event.event_id if include_event else None)
+        duplicate_of = state.event.event_id if include_event and look_for_duplicate else None
+        facts = await stores.read_start(reads, event_id=duplicate_of)
         if facts is None:
             return None
         start = self._build_start(state, facts, include_event=include_event)

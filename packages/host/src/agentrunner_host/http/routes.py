@@ -248,7 +248,8 @@ async def submit_event(request: Request) -> Response:
     if stream and wait:
         raise ApiError(422, "invalid_request", "choose either stream or wait")
     event = _envelope(sub, streaming=stream)
-    run_id = await service.accept(event, agent_id=sub.agent_id)
+    # an id made up here (no event_id in the body) is new by construction: the start need not look it up
+    run_id = await service.accept(event, agent_id=sub.agent_id, minted=sub.event_id is None)
     location = {"Location": f"/v1/runs/{run_id}", "X-Run-Id": run_id}
     if stream:
         return _event_stream(service, run_id, after=0, headers=location)

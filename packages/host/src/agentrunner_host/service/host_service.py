@@ -714,10 +714,13 @@ class HostService:
         """Use a new binding set from the next event on."""
         self.host.orchestrator.bindings = bindings
 
-    async def accept(self, event: AgentEventEnvelope, *, agent_id: str | None = None) -> str:
+    async def accept(
+        self, event: AgentEventEnvelope, *, agent_id: str | None = None, minted: bool = False
+    ) -> str:
         """Submit an event wherever its run can execute and return the run's id: here, or — when its runner's
         plugin is served by remote runtimes, none is attached here and one is attached to another host — on
         that host (the run is then followed like any run of another host). Raises what :meth:`submit` raises.
+        *minted*: the event's id was just made up for it by this host (see :meth:`submit`).
         """
         if self._closing:
             raise HostError("the host is shutting down")
@@ -726,11 +729,14 @@ class HostService:
             run_id = await self._hand_off(target, event, agent_id)
             if run_id is not None:
                 return run_id
-        return (await self.submit(event, agent_id=agent_id)).run_id
+        return (await self.submit(event, agent_id=agent_id, minted=minted)).run_id
 
-    async def submit(self, event: AgentEventEnvelope, *, agent_id: str | None = None) -> RunFeed:
+    async def submit(
+        self, event: AgentEventEnvelope, *, agent_id: str | None = None, minted: bool = False
+    ) -> RunFeed:
         """Submit an event here and return the feed of its run; with *agent_id* the event goes to that agent
-        directly instead of through the bindings.
+        directly instead of through the bindings. *minted*: the event's id was made up for this submission
+        by this host (a random id no client sent), so the start skips its look for an earlier copy.
 
         Raises ``BindingNotFoundError``, ``DuplicateEventError`` (with the first run's id), ``RunnerNotFoundError``.
         """
@@ -741,9 +747,11 @@ class HostService:
             self._installed.sync(self._runtime, self.host.registry)
         try:
             if agent_id is not None:
-                handle = await self.host.orchestrator.start(event, self.directory.direct_binding(agent_id))
+                handle = await self.host.orchestrator.start(
+                    event, self.directory.direct_binding(agent_id), minted=minted
+                )
             else:
-                handle = await self.host.orchestrator.submit(event)
+                handle = await self.host.orchestrator.submit(event, minted=minted)
         except DuplicateEventError as exc:
             if exc.run_id is None:
                 exc.run_id = await self._run_for_event(event.event_id)
