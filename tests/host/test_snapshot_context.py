@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 import pytest
 from agentrunner import (
     AgentRunnerPermissions,
@@ -14,6 +16,7 @@ from agentrunner import (
     ModelResource,
     TextContent,
     ToolResource,
+    codec,
 )
 from agentrunner_host.authorization import AuthorizationSnapshot, SnapshotBuilder
 from agentrunner_host.catalog import ResourceCatalog
@@ -192,6 +195,24 @@ def test_static_refs_are_stable_and_exclude_secret_config() -> None:
         snapshot=snap, binding=binding(config={**CONFIG, "api_key": "sk-2"}), event=event()
     )
     assert one.runtime.static_refs == other.runtime.static_refs
+
+
+def test_resource_hashes_are_those_of_the_resources_own_dump() -> None:
+    """The tool-schema and resource-manifest refs hash the canonical JSON of the granted resources as they
+    dump themselves (they are taken from the snapshot's one dump, which must say the same), and the
+    snapshot's digest is the hash of its whole dump."""
+    snap = build()
+    ctx = ContextBuilder().build(snapshot=snap, binding=binding(config=CONFIG), event=event())
+
+    def sha(value: object) -> str:
+        return "sha256:" + hashlib.sha256(codec.dumps_canonical(value)).hexdigest()
+
+    refs = ctx.runtime.static_refs
+    assert snap.resources.tools, "the fixture grants tools, so the tool hash covers some"
+    assert refs["tool_schemas"].hash == sha([t.model_dump(mode="json") for t in snap.resources.tools])
+    assert refs["resource_manifest"].hash == sha(snap.resources.model_dump(mode="json"))
+    assert snap.digest() == sha(snap.model_dump(mode="json"))
+    assert snap.model_copy(update={"run_id": "run_other"}).digest() != snap.digest()
 
 
 def test_a_runner_without_multimodal_input_gets_text_parts_and_artifact_refs_only() -> None:

@@ -79,15 +79,25 @@ class AuthorizationSnapshot(BaseModel):
         """``sha256:<hex>`` of the canonical JSON of the snapshot."""
         return self._digest
 
+    def as_json(self) -> dict[str, Any]:
+        """``model_dump(mode="json")``, made once: read it, never change it (the digest is its hash)."""
+        return self._json
+
     @functools.cached_property
     def _digest(self) -> str:
         # frozen: computed once (a run start asked for it three times, a dump and a hash each)
-        return "sha256:" + hashlib.sha256(json.dumps_canonical(self.model_dump(mode="json"))).hexdigest()
+        return "sha256:" + hashlib.sha256(json.dumps_canonical(self._json)).hexdigest()
+
+    @functools.cached_property
+    def _json(self) -> dict[str, Any]:
+        # frozen: dumped once for the digest, the event log's copy and the context's resource hashes
+        return self.model_dump(mode="json")
 
     def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
-        """A copy (see pydantic); with *update* its digest is computed afresh, not copied."""
+        """A copy (see pydantic); with *update* its digest and JSON are computed afresh, not copied."""
         copy = super().model_copy(update=update, deep=deep)
         vars(copy).pop("_digest", None)
+        vars(copy).pop("_json", None)
         return copy
 
     def access(self) -> RunAccess:
@@ -327,5 +337,6 @@ def _state_owner(
 
 
 def snapshot_json(snapshot: AuthorizationSnapshot) -> dict[str, Any]:
-    """The snapshot as JSON for the event log."""
-    return snapshot.model_dump(mode="json")
+    """The snapshot as JSON for the event log: the snapshot's own dump, made once (read it, never change
+    it: the digest was computed from it)."""
+    return snapshot.as_json()

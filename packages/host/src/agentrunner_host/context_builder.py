@@ -36,7 +36,7 @@ from pydantic import JsonValue
 
 from agentrunner_host.definitions import AgentBinding, AgentEventEnvelope
 
-from .authorization import AuthorizationSnapshot
+from .authorization import AuthorizationSnapshot, snapshot_json
 
 __all__ = ["ContextBuilder", "HistoryHandles", "is_secret_name", "session_key", "filter_params"]
 
@@ -224,15 +224,15 @@ class ContextBuilder:
         static_refs: dict[str, StaticContextRef] = {}
         if snapshot.capabilities.self_managed_context:
             secret_fields = _secret_config_fields(binding)
+            # the resources as the snapshot dumped them once (the same dump as resources.model_dump)
+            resources_json = snapshot_json(snapshot)["resources"]
             static_refs = {
                 "system_policy": _static_ref(
                     "system_policy",
                     {k: v for k, v in binding.runner_config.items() if k not in secret_fields},
                 ),
-                "tool_schemas": _static_ref(
-                    "tool_schemas", [t.model_dump(mode="json") for t in resources.tools]
-                ),
-                "resource_manifest": _static_ref("resource_manifest", resources.model_dump(mode="json")),
+                "tool_schemas": _static_ref("tool_schemas", resources_json["tools"]),
+                "resource_manifest": _static_ref("resource_manifest", resources_json),
             }
 
         params = filter_params(event.params)
