@@ -54,6 +54,14 @@ class LiveAuditWriter:
             self._task = asyncio.get_running_loop().create_task(self._run(), name="agentrunner-live-audit")
         self._wake.set()
 
+    def settled(self, live: LiveRun) -> bool:
+        """:meth:`settle` without waiting: stop watching *live* and say whether no write of its records is in
+        flight (then what is unstored is the end's to store; otherwise call :meth:`settle`)."""
+        live.notify = None
+        run_id = live.snapshot.run_id
+        self._dirty.pop(run_id, None)
+        return run_id not in self._writing
+
     async def settle(self, live: LiveRun) -> None:
         """Stop watching *live* (its run is ending) and wait until no write of its records is in flight: what
         is still unstored then, ``live.audit[live.audit_stored:]``, is the end's to store."""

@@ -40,7 +40,7 @@ from .errors import (
 from .harness import HarnessPolicyError, HarnessSupport, refuse_code_execution
 from .harness_audit import harness_tools_unfinished
 from .live_audit import LiveAuditWriter
-from .persistence import event_entry, persist_finish, run_start, store_event_data
+from .persistence import event_entry, finish_record, persist_finish, run_start, store_event_data
 from .ports import FactsAPI, RunStores
 from .redaction import ResultRedactor
 from .registry import RunnerRegistry
@@ -676,9 +676,13 @@ class Orchestrator:
             outcome = state.outcome()
             interrupted: BaseException | None = None
             try:
-                # a shield is a task of its own: none for a run with nothing to store
                 if self.stores is not None:
-                    await asyncio.shield(self._persist_finish(state, live))
+                    queued = self._queue_finish(self.stores, state, live)
+                    if queued is not None:
+                        await queued  # the end is queued: a cancel stops only this wait
+                    else:
+                        # a shield is a task of its own: only when the end cannot be queued at once
+                        await asyncio.shield(self._persist_finish(state, live))
             except asyncio.CancelledError as exc:
                 # The shielded write goes on; the outcome must still be published before we give way.
                 interrupted = exc
@@ -722,6 +726,18 @@ class Orchestrator:
                 )
             ]
         )
+
+    def _queue_finish(
+        self, stores: RunStores, state: RunState, live: LiveRun | None
+    ) -> asyncio.Future[None] | None:
+        """The usual end, queued for the journal right here (no task): the run's start is stored or queued
+        and no write of its live audit is in flight. Returns the future of the commit, or ``None`` when the
+        end needs :meth:`_persist_finish` (the caller shields it)."""
+        if _never_stored(state) or not state.start_persisted:
+            return None
+        if live is not None and self._live_audit is not None and not self._live_audit.settled(live):
+            return None
+        return stores.runs.queue_finish(finish_record(state, live))
 
     async def _persist_finish(self, state: RunState, live: LiveRun | None) -> None:
         if self.stores is None or _never_stored(state):

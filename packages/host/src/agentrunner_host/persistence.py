@@ -35,6 +35,7 @@ from .stores import (
 __all__ = [
     "backcall_entry",
     "event_entry",
+    "finish_record",
     "persist_finish",
     "run_start",
     "store_event_data",
@@ -203,6 +204,11 @@ async def persist_finish(stores: RunStores, state: RunState, live: LiveRun | Non
         # The start may have committed although the run was cancelled before it could note that.
         with contextlib.suppress(RunExistsError):
             await stores.runs.start(run_start(state, HistoryHandles()))
+    await stores.runs.finish(finish_record(state, live))
+
+
+def finish_record(state: RunState, live: LiveRun | None) -> RunFinish:
+    """The end of a run as :func:`persist_finish` writes it (its start must be stored or queued)."""
     terminal = state.terminal
     failed = terminal is not None and terminal.type == "run.failed"
     code = message = None
@@ -241,17 +247,15 @@ async def persist_finish(stores: RunStores, state: RunState, live: LiveRun | Non
             {"code": code, "message": message, "results": state.host_seq},
         )
     )
-    await stores.runs.finish(
-        RunFinish(
-            run_id=state.run_id,
-            status="failed" if failed else "completed",
-            code=code,
-            message=message,
-            ended_at=_now_ms(),
-            transcript=transcript,
-            events=events,
-            usage=usage,
-        )
+    return RunFinish(
+        run_id=state.run_id,
+        status="failed" if failed else "completed",
+        code=code,
+        message=message,
+        ended_at=_now_ms(),
+        transcript=transcript,
+        events=events,
+        usage=usage,
     )
 
 

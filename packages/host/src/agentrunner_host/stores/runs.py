@@ -10,6 +10,7 @@ reconnecting clients can replay.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -445,6 +446,11 @@ class RunStore:
         Raises :class:`RunStateError` when the run is unknown or already finished (nothing is written).
         """
         await self._journal.finish(finish)
+
+    def queue_finish(self, finish: RunFinish) -> asyncio.Future[None]:
+        """:meth:`finish` queued at once: the future of its commit (awaiting it is waiting for the commit;
+        cancelling that wait leaves the end queued)."""
+        return self._journal.queue_finish(finish)
 
     async def aclose(self) -> None:
         """Wait for grouped writes in flight."""
