@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import resource
 import signal
@@ -26,7 +27,14 @@ from agentrunner_host.service import HostService
 
 from .app import create_app
 
-__all__ = ["OWN_FILES", "guarded_protocol", "raise_open_files_limit", "serve", "server_config"]
+__all__ = [
+    "OWN_FILES",
+    "freeze_startup_heap",
+    "guarded_protocol",
+    "raise_open_files_limit",
+    "serve",
+    "server_config",
+]
 
 log = logging.getLogger("agentrunner.http")
 _log = log
@@ -110,6 +118,17 @@ def guarded_protocol(header_timeout: float) -> type[asyncio.Protocol]:
             super().connection_lost(exc)
 
     return _GuardedH11Protocol
+
+
+def freeze_startup_heap() -> None:
+    """Move every object alive now (the imported modules, the app, the service) out of the cyclic garbage
+    collector's reach (:func:`gc.freeze`). They live as long as the process, yet each full collection walked
+    all of them (~158,000): about once per thousand echo requests, ~80 ms each, some 80 µs of CPU per
+    request, more than all the younger collections together. Garbage made from now on is collected as
+    before; a cycle among the frozen objects that becomes garbage later is never freed (it would have been
+    startup data)."""
+    gc.collect()
+    gc.freeze()
 
 
 class _Server(uvicorn.Server):
@@ -224,6 +243,7 @@ async def serve(
         task.add_done_callback(tasks.discard)
 
     server = _Server(config, on_exit=begin_shutdown, on_listening=on_listening)
+    freeze_startup_heap()
     await server.serve()
     if tasks:
         await asyncio.gather(*tasks, return_exceptions=True)
