@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
+import secrets
 import time
-import uuid
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
 from dataclasses import dataclass, field
@@ -267,7 +266,7 @@ class Orchestrator:
         except HostError as exc:
             await self._refused(event, exc, ingested=ingested)
             raise
-        run_id = "run_" + uuid.uuid4().hex
+        run_id = "run_" + secrets.token_hex(16)
         snapshot = self.snapshots.build(run_id=run_id, descriptor=descriptor, binding=binding, event=event)
         state = RunState(
             run_id=run_id, binding=binding, descriptor=descriptor, snapshot=snapshot, event=event
@@ -357,10 +356,7 @@ class Orchestrator:
             history = self.pull.history_handles_at(
                 state.snapshot.access(), facts.transcript_seq, facts.event_seq
             )
-        start = run_start(state, history)
-        if include_event:
-            start = dataclasses.replace(start, event=event_entry(state.event))
-        return start
+        return run_start(state, history, event=event_entry(state.event) if include_event else None)
 
     async def _refused(self, event: AgentEventEnvelope, exc: HostError, *, ingested: bool) -> None:
         """An event that cannot start a run is still stored, with a host record saying why."""
@@ -714,7 +710,7 @@ class Orchestrator:
         await self.stores.events.append_many(
             [
                 EventEntry(
-                    event_id="host_" + uuid.uuid4().hex,
+                    event_id="host_" + secrets.token_hex(16),
                     event_type=kind,
                     source="host",
                     kind="host",

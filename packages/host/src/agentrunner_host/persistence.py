@@ -7,8 +7,8 @@ other runs' writes. The projection of results into transcript items lives here a
 from __future__ import annotations
 
 import contextlib
+import secrets
 import time
-import uuid
 
 from agentrunner import ArtifactRef, RawEventRef
 from agentrunner import codec as json
@@ -120,23 +120,25 @@ def user_turn(event: AgentEventEnvelope) -> TranscriptEntry | None:
     )
 
 
-def run_start(state: RunState, history: HistoryHandles) -> RunStart:
-    """The start record of a run (its snapshot is written to the event log with it)."""
+def run_start(state: RunState, history: HistoryHandles, *, event: EventEntry | None = None) -> RunStart:
+    """The start record of a run (its snapshot is written to the event log with it); *event*: the entry of
+    its triggering event, when the start stores that too."""
     snapshot = state.snapshot
-    event = state.event
+    trigger, entry = state.event, event
     digest = snapshot.digest()
     return RunStart(
         run_id=state.run_id,
         runner_id=snapshot.runner_id,
         plugin_id=snapshot.plugin_id,
         binding_id=snapshot.binding_id,
-        event_id=event.event_id,
-        conversation=_conversation(event),
+        event_id=trigger.event_id,
+        conversation=_conversation(trigger),
         snapshot=snapshot_json(snapshot),
         snapshot_hash=digest,
         deadline_at=snapshot.deadline_at,
         started_at=_now_ms(),
-        user_turn=user_turn(event),
+        event=entry,
+        user_turn=user_turn(trigger),
         start_events=[
             _host_event(
                 state,
@@ -154,7 +156,7 @@ def run_start(state: RunState, history: HistoryHandles) -> RunStart:
 def _host_event(state: RunState, kind: str, data: JsonObject, *, at: int | None = None) -> EventEntry:
     event = state.event
     return EventEntry(
-        event_id="host_" + uuid.uuid4().hex,
+        event_id="host_" + secrets.token_hex(16),
         event_type=kind,
         source="host",
         kind="host",

@@ -233,6 +233,9 @@ class RunnerRegistry:
 
     async def get(self, runner_id: str) -> RunnerDescriptor:
         """The descriptor of *runner_id*; raises :class:`RunnerNotFoundError`."""
+        found = self._descriptors.get(runner_id)
+        if found is not None:
+            return found  # the keys are valid ids as RunnerId spells them: nothing to parse (every run asks)
         try:
             rid = str(RunnerId.parse(runner_id))
         except InvalidRunnerIdError as exc:
