@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from agentrunner import codec
 from agentrunner_host.stores._compiled import CompiledWrites, hot
 from agentrunner_host.stores.tables import JSONText
 from sqlalchemy import (
@@ -132,3 +133,49 @@ def test_what_cannot_be_planned_goes_through_sqlalchemy(conn: Connection) -> Non
     # not marked hot: SQLAlchemy's own result
     plain = select(ITEMS.c.key).where(ITEMS.c.owner == "o1")
     assert writes.execute(conn, plain).all() == []
+
+
+def test_rows_of_one_insert_may_name_their_keys_in_any_order(conn: Connection) -> None:
+    """Values are taken by name: rows built in another key order are stored as SQLAlchemy stores them."""
+    seen: list[str] = []
+    writes = _writes(conn, seen)
+    rows: list[dict[str, object]] = [
+        {"owner": "o", "key": "a", "size": 1, "status": "live", "value": {"n": 1}},
+        {"value": [2], "status": "gone", "size": 2, "key": "b", "owner": "o"},
+    ]
+    assert writes.execute(conn, INSERT, rows).rowcount == 2
+    assert seen  # the compiled path ran (no fallback to SQLAlchemy for the second row's order)
+    stored = conn.exec_driver_sql("SELECT key, size, status, value FROM items ORDER BY key").all()
+    assert [tuple(r) for r in stored] == [("a", 1, "live", '{"n":1}'), ("b", 2, "gone", "[2]")]
+
+
+def test_a_row_with_other_keys_than_the_first_goes_through_sqlalchemy(conn: Connection) -> None:
+    """A later row missing a key (or naming another) is not bound by the first row's plan: SQLAlchemy's own
+    error, as its ``execute`` raises it."""
+    seen: list[str] = []
+    writes = _writes(conn, seen)
+    first = {"owner": "o", "key": "a", "size": 1, "status": "live", "value": None}
+    other = {"owner": "o", "key": "b", "size": 2, "status": "live", "extra": None}
+    with pytest.raises(StatementError, match="A value is required for bind parameter 'value'"):
+        writes.execute(conn, INSERT, [first, other])
+    assert seen == []
+    assert conn.exec_driver_sql("SELECT count(*) FROM items").scalar_one() == 0
+
+
+def test_json_given_encoded_and_none_are_stored_as_sqlalchemy_stores_them(conn: Connection) -> None:
+    """A JSON value given as its encoded bytes is stored as the same text as the value itself, and ``None`` is
+    bound as SQL ``NULL`` (not the JSON ``null``), on the compiled path as through SQLAlchemy."""
+    writes = _writes(conn, [])
+    value = {"b": [1, 2.5, None], "a": "\u00e9t\u00e9"}
+    rows: list[dict[str, object]] = [
+        {"owner": "o", "key": "value", "size": 1, "status": "live", "value": value},
+        {"owner": "o", "key": "bytes", "size": 1, "status": "live", "value": codec.dumps(value)},
+        {"owner": "o", "key": "none", "size": 1, "status": "live", "value": None},
+    ]
+    writes.execute(conn, INSERT, rows)
+    conn.execute(insert(ITEMS), [{**r, "owner": "sqlalchemy"} for r in rows])
+    stored = conn.exec_driver_sql("SELECT owner, key, typeof(value), value FROM items").all()
+    by_key = {(owner, key): (kind, text) for owner, key, kind, text in stored}
+    for owner in ("o", "sqlalchemy"):
+        assert by_key[(owner, "value")] == by_key[(owner, "bytes")] == ("text", codec.dumps_str(value))
+        assert by_key[(owner, "none")] == ("null", None)

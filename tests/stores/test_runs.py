@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+from typing import cast
 
 import pytest
-from agentrunner import RunFailedResult
+from agentrunner import RunFailedResult, codec
 from agentrunner_host.access import ConversationKey
 from agentrunner_host.stores import (
     HOST_RESTARTED,
@@ -17,7 +18,9 @@ from agentrunner_host.stores import (
     RunListFilter,
     RunStateError,
 )
-from sqlalchemy import event, text
+from agentrunner_host.stores.tables import HostRequestRow
+from sqlalchemy import Table, event, insert, text
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from .helpers import item, run_start, uid
 
@@ -389,3 +392,27 @@ async def test_lookup_finds_an_event_whatever_its_conversation(stores: HostStore
     assert (found.event_type, found.conversation_id) == ("run.started", "c1")
     assert await stores.events.get(started.event_id, conversation=None) is None
     assert await stores.events.lookup("no-such-event") is None
+
+
+async def test_a_json_column_stores_a_value_and_its_encoded_bytes_as_the_same_text(
+    engine: AsyncEngine,
+) -> None:
+    """JSON columns bind a value as the codec encodes it and bytes as given (results are encoded once): the
+    same text on both engines, and ``None`` is SQL ``NULL``."""
+    value = {"b": [1, 2.5, None], "a": "\u00e9t\u00e9", "n": {"x": True}}
+    rows = [
+        {"request_id": "value", "target_host": "h", "kind": "start", "body": value, "created_at": 1},
+        {
+            "request_id": "bytes",
+            "target_host": "h",
+            "kind": "start",
+            "body": codec.dumps(value),
+            "created_at": 1,
+        },
+        {"request_id": "none", "target_host": "h", "kind": "start", "body": None, "created_at": 1},
+    ]
+    async with engine.begin() as conn:
+        await conn.execute(insert(cast(Table, HostRequestRow.__table__)), rows)
+        found = await conn.execute(text("SELECT request_id, body FROM host_requests"))
+        stored = {str(key): body for key, body in found.all()}
+    assert stored == {"value": codec.dumps_str(value), "bytes": codec.dumps_str(value), "none": None}

@@ -23,6 +23,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any, Final, TypeVar, cast
 
 from sqlalchemy import Connection, Dialect
@@ -53,28 +54,51 @@ class _Marker:
         self.index = index
 
 
+_Params = Mapping[str, object]
+_Process = Callable[[Any], Any]
+"""A bind processor (SQLAlchemy's, typed per column type)."""
+_Source = tuple[str | None, int | None, object, _Process | None]
+_Getter = Callable[[_Params], tuple[object, ...]]
+
+
 @dataclass(frozen=True, slots=True)
 class _Plan:
     sql: str
-    sources: tuple[tuple[str | None, int | None, Any, Callable[[Any], Any] | None], ...]
+    sources: tuple[_Source, ...]
     """Per positional parameter: the caller's key (``None``: the statement's own value, third), the index in
     that key's list (``None``: the value itself), and the bind processor."""
     columns: tuple[str, ...] | None
     """A select's result keys (``None``: a write)."""
     loaders: tuple[Callable[[Any], Any] | None, ...]
     """A select's result processor per column."""
+    values: _Getter | None = None
+    """When every parameter is a plain value of the caller's (no list element, no literal: every insert and
+    update): the caller's values in positional order, as one ``itemgetter`` call."""
+    processors: tuple[tuple[int, _Process], ...] = ()
+    """With :attr:`values`: the positions that have a bind processor, and the processor."""
+    width: int = -1
+    """With :attr:`values`: the number of keys of every parameter set this plan was made for, all of them
+    parameters (a set of that size whose keys are all found has exactly these keys), or ``-1``."""
 
-    def row(self, parameters: Mapping[str, Any]) -> tuple[Any, ...]:
-        out: list[Any] = []
+    def row(self, parameters: _Params) -> Sequence[object]:
+        if self.values is not None:
+            values = self.values(parameters)
+            if not self.processors:
+                return values
+            out = list(values)
+            for position, process in self.processors:
+                out[position] = process(out[position])
+            return out
+        walked: list[object] = []
         for key, index, literal, process in self.sources:
             if key is None:
                 value = literal
             else:
                 value = parameters[key]
                 if index is not None:
-                    value = value[index]
-            out.append(value if process is None else process(value))
-        return tuple(out)
+                    value = cast(Sequence[object], value)[index]
+            walked.append(value if process is None else process(value))
+        return tuple(walked)
 
 
 class _Outcome:
@@ -132,7 +156,7 @@ class CompiledWrites:
     def __init__(self, dialect: Dialect, *, listeners: Any) -> None:
         self._dialect = dialect
         self._hub = listeners
-        self._plans: dict[tuple[Any, ...], _Plan | object] = {}
+        self._plans: dict[tuple[object, ...], _Plan | object] = {}
         self._expanding: dict[int, frozenset[str]] = {}
 
     def execute(self, conn: Connection, statement: Any, parameters: Any = None) -> Any:
@@ -149,12 +173,14 @@ class CompiledWrites:
         if shape is None:
             return conn.execute(statement, parameters)
         plan = self._plan(statement, shape, first, expanding)
-        if not isinstance(plan, _Plan) or any(_shape(r, expanding) != shape for r in rows[1:]):
+        if not isinstance(plan, _Plan):
             return conn.execute(statement, parameters)
         many = not isinstance(parameters, Mapping) and parameters is not None
         if many and plan.columns is not None:  # a select with several parameter sets: SQLAlchemy refuses it
             return conn.execute(statement, cast(Any, parameters))
-        values = [plan.row(r) for r in rows]
+        values = _values(plan, rows, shape, expanding)
+        if values is None:
+            return conn.execute(statement, cast(Any, parameters))
         cursor: Any = conn.connection.dbapi_connection.cursor()  # pyright: ignore[reportOptionalMemberAccess]
         try:
             if self._hub.before_cursor_execute:
@@ -184,7 +210,7 @@ class CompiledWrites:
             cursor.close()
 
     def _plan(
-        self, statement: Any, shape: tuple[Any, ...], parameters: Mapping[str, Any], expanding: frozenset[str]
+        self, statement: Any, shape: tuple[object, ...], parameters: _Params, expanding: frozenset[str]
     ) -> _Plan | object:
         key = (id(statement), shape)
         plan = self._plans.get(key)
@@ -211,39 +237,72 @@ def _expanding_keys(statement: Any, names: list[str], dialect: Dialect) -> froze
     return frozenset(keys)
 
 
-def _shape(parameters: Mapping[str, Any], expanding: frozenset[str]) -> tuple[Any, ...] | None:
+def _shape(parameters: _Params, expanding: frozenset[str]) -> tuple[object, ...] | None:
     """What a plan depends on: the parameter names (in the caller's order: rows built by one function share
     it, and another order only makes another plan), and the length of each expanding ``IN`` list (``None``:
     an expanding value that is not a list, left to SQLAlchemy)."""
     if not expanding:
         return tuple(parameters)
-    out: list[Any] = []
+    out: list[object] = []
     for name in parameters:
         if name in expanding:
             value = parameters[name]
             if not isinstance(value, list | tuple):
                 return None
-            out.append((name, len(cast(Sequence[Any], value))))
+            out.append((name, len(cast(Sequence[object], value))))
         else:
             out.append(name)
     return tuple(out)
 
 
-def _parameter_sets(parameters: object) -> list[Mapping[str, Any]] | None:
+def _parameter_sets(parameters: object) -> list[_Params] | None:
     """The parameter sets of an ``execute`` call (``None``: a shape the plans do not handle)."""
     if parameters is None:
         return [{}]
     if isinstance(parameters, Mapping):
-        return [cast(Mapping[str, Any], parameters)]
-    if isinstance(parameters, list) and all(
-        type(p) is dict or isinstance(p, Mapping) for p in cast(list[object], parameters)
-    ):
-        return cast(list[Mapping[str, Any]], parameters)
-    return None
+        return [cast(_Params, parameters)]
+    if not isinstance(parameters, list):
+        return None
+    sets = cast(list[object], parameters)
+    for p in sets:  # a loop, not all(): no generator per call on the writer's every statement
+        if type(p) is not dict and not isinstance(p, Mapping):
+            return None
+    return cast(list[_Params], sets)
+
+
+def _values(
+    plan: _Plan, rows: list[_Params], shape: tuple[object, ...], expanding: frozenset[str]
+) -> list[Sequence[object]] | None:
+    """The positional parameters of *rows* (``None``: a row of another shape than the first, left to
+    SQLAlchemy)."""
+    width = plan.width
+    if width < 0:
+        if any(_shape(r, expanding) != shape for r in rows[1:]):
+            return None
+        return [plan.row(r) for r in rows]
+    # Every key of the first row is a parameter of the plan, so a row of the same size whose keys are all
+    # found has the same keys (in any order: values are taken by name): no shape per row.
+    getter = plan.values
+    processors = plan.processors
+    assert getter is not None  # a width is set only with the getter
+    out: list[Sequence[object]] = []
+    try:
+        for r in rows:
+            if len(r) != width:
+                return None
+            values = getter(r)
+            if processors:
+                values = list(values)
+                for position, process in processors:
+                    values[position] = process(values[position])
+            out.append(values)
+    except KeyError:
+        return None
+    return out
 
 
 def _compile(
-    statement: Any, parameters: Mapping[str, Any], expanding: frozenset[str], dialect: Dialect
+    statement: Any, parameters: _Params, expanding: frozenset[str], dialect: Dialect
 ) -> _Plan | object:
     select = isinstance(statement, Select)
     if not select and getattr(statement, "_returning", ()):  # RETURNING needs SQLAlchemy's result
@@ -262,7 +321,7 @@ def _compile(
     markers: dict[str, Any] = {}
     for name in names:
         if name in expanding:
-            markers[name] = [_Marker(name, i) for i in range(len(parameters[name]))]
+            markers[name] = [_Marker(name, i) for i in range(len(cast(Sequence[object], parameters[name])))]
         else:
             markers[name] = _Marker(name, None)
     try:
@@ -271,7 +330,7 @@ def _compile(
         return _NO_PLAN
     by_name = {compiled.bind_names[b]: b for b in binds.values()}
     origin = {e: name for name, group in expanded.parameter_expansion.items() for e in group}
-    sources: list[tuple[str | None, int | None, Any, Callable[[Any], Any] | None]] = []
+    sources: list[_Source] = []
     for position in expanded.positiontup or ():
         bind = by_name.get(origin.get(position, position))
         if bind is None:
@@ -284,9 +343,32 @@ def _compile(
             return _NO_PLAN
         else:
             sources.append((None, None, value, process))
+    getter, processors, width = _getter(sources, names)
     if not select:
-        return _Plan(expanded.statement, tuple(sources), None, ())
+        return _Plan(expanded.statement, tuple(sources), None, (), getter, processors, width)
     columns = list(statement.selected_columns)
     loaders = tuple(c.type.dialect_impl(dialect).result_processor(dialect, None) for c in columns)
     keys = tuple(str(k) for k in statement.selected_columns.keys())  # noqa: SIM118 - iterating yields columns
-    return _Plan(expanded.statement, tuple(sources), keys, loaders)
+    return _Plan(expanded.statement, tuple(sources), keys, loaders, getter, processors, width)
+
+
+def _one_key(key: str) -> _Getter:
+    def getter(parameters: _Params) -> tuple[object, ...]:
+        return (parameters[key],)
+
+    return getter
+
+
+def _getter(
+    sources: list[_Source], names: list[str]
+) -> tuple[_Getter | None, tuple[tuple[int, _Process], ...], int]:
+    """:attr:`_Plan.values`, :attr:`_Plan.processors` and :attr:`_Plan.width` of *sources* (no getter when
+    a parameter is a list element or a literal: :meth:`_Plan.row` walks the sources then)."""
+    if not sources or any(key is None or index is not None for key, index, _, _ in sources):
+        return None, (), -1
+    keys = [cast(str, key) for key, _, _, _ in sources]
+    # itemgetter of one key answers the value itself, not a 1-tuple
+    getter = _one_key(keys[0]) if len(keys) == 1 else cast(_Getter, itemgetter(*keys))
+    processors = tuple((i, process) for i, (_, _, _, process) in enumerate(sources) if process is not None)
+    width = len(names) if set(keys) == set(names) else -1
+    return getter, processors, width

@@ -266,5 +266,6 @@ async def _write_sqlite(
     if loose:
         loose_rows = [event_row(entry, seq=None, now=now) for entry in loose]
         await conn.execute(_INSERT_EVENTS, loose_rows)
-        for entry, row in zip(loose, loose_rows, strict=True):
-            stored_events[entry.event_id] = event_from_row(row)
+        if returning:  # the stored events are read only then: building them cost a dataclass per event
+            for entry, row in zip(loose, loose_rows, strict=True):
+                stored_events[entry.event_id] = event_from_row(row)

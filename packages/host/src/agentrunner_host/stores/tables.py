@@ -37,7 +37,10 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
 if TYPE_CHECKING:
-    from sqlalchemy.sql.type_api import _ResultProcessorType  # pyright: ignore[reportPrivateUsage]
+    from sqlalchemy.sql.type_api import (
+        _BindProcessorType,  # pyright: ignore[reportPrivateUsage]
+        _ResultProcessorType,  # pyright: ignore[reportPrivateUsage]
+    )
 
 __all__ = [
     "FTS_TABLE",
@@ -81,19 +84,30 @@ class JSONText(TypeDecorator[JsonValue]):
     cache_ok = True
 
     def process_bind_param(self, value: JsonValue | bytes, dialect: Dialect) -> str | None:
-        if value is None:
-            return None
-        if isinstance(value, bytes):
-            return value.decode()
-        return codec.dumps_str(value)
+        return _dump_json(value)
 
     def process_result_value(self, value: str | None, dialect: Dialect) -> JsonValue:
         return None if value is None else codec.loads(value)
+
+    def bind_processor(self, dialect: Dialect) -> _BindProcessorType[JsonValue] | None:
+        # the plain function, as for results: TypeDecorator's wrapper (a closure calling
+        # process_bind_param) ran for every JSON value the writer thread binds, eight per echo request
+        if self.impl_instance.bind_processor(dialect) is not None:  # keep an inner processor, should one come
+            return super().bind_processor(dialect)
+        return _dump_json
 
     def result_processor(self, dialect: Dialect, coltype: object) -> _ResultProcessorType[JsonValue]:
         # the plain function instead of TypeDecorator's layered wrapper: three JSON columns per transcript
         # row are decoded on every page read (the Text impl has no processor of its own on either engine)
         return _load_json
+
+
+def _dump_json(value: JsonValue | bytes) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, bytes):
+        return value.decode()
+    return codec.dumps_str(value)
 
 
 def _load_json(value: str | None) -> JsonValue:
