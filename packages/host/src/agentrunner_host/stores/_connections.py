@@ -46,6 +46,13 @@ __all__ = ["Database", "RetryTransaction", "now_ms"]
 
 T = TypeVar("T")
 
+# sqlite3 binds int, float and str as they are but adapts every other value, None included: a registry look-up
+# that misses, then a failed attribute look-up on its protocol type that formats an AttributeError message
+# and drops it (about 160 ns per NULL bound, some 40 per echo request). With an adapter for None the look-up
+# hits; the adapter is a dict's ``get`` (C, no Python frame) answering None for None: the same NULL is bound.
+_NO_ADAPTATION: Final[dict[None, None]] = {}
+sqlite3.register_adapter(type(None), _NO_ADAPTATION.get)
+
 _RETRY_SQLSTATES: Final = frozenset({"40001", "40P01", "23505"})
 _ATTEMPTS: Final = 8
 
