@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import secrets
 import time
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
@@ -38,6 +37,7 @@ from .errors import (
 )
 from .harness import HarnessPolicyError, HarnessSupport, refuse_code_execution
 from .harness_audit import harness_tools_unfinished
+from .ids import ordered_hex
 from .live_audit import LiveAuditWriter
 from .persistence import event_entry, finish_record, persist_finish, run_start, store_event_data
 from .ports import FactsAPI, RunStores
@@ -266,7 +266,7 @@ class Orchestrator:
         except HostError as exc:
             await self._refused(event, exc, ingested=ingested)
             raise
-        run_id = "run_" + secrets.token_hex(16)
+        run_id = "run_" + ordered_hex()
         snapshot = self.snapshots.build(run_id=run_id, descriptor=descriptor, binding=binding, event=event)
         state = RunState(
             run_id=run_id, binding=binding, descriptor=descriptor, snapshot=snapshot, event=event
@@ -710,7 +710,7 @@ class Orchestrator:
         await self.stores.events.append_many(
             [
                 EventEntry(
-                    event_id="host_" + secrets.token_hex(16),
+                    event_id="host_" + ordered_hex(),
                     event_type=kind,
                     source="host",
                     kind="host",

@@ -7,7 +7,6 @@ other runs' writes. The projection of results into transcript items lives here a
 from __future__ import annotations
 
 import contextlib
-import secrets
 import time
 
 from agentrunner import ArtifactRef, RawEventRef
@@ -20,6 +19,7 @@ from .access import ConversationKey
 from .authorization import snapshot_json
 from .context_builder import HistoryHandles
 from .dispatcher import AuditRecord, LiveRun
+from .ids import ordered_hex
 from .ports import RunStores
 from .run_state import RunState
 from .stores import (
@@ -156,7 +156,7 @@ def run_start(state: RunState, history: HistoryHandles, *, event: EventEntry | N
 def _host_event(state: RunState, kind: str, data: JsonObject, *, at: int | None = None) -> EventEntry:
     event = state.event
     return EventEntry(
-        event_id="host_" + secrets.token_hex(16),
+        event_id="host_" + ordered_hex(),
         event_type=kind,
         source="host",
         kind="host",

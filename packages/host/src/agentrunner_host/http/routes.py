@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-import secrets
 from collections.abc import Mapping
 from typing import Final, TypeVar
 from urllib.parse import quote
@@ -20,6 +19,7 @@ from agentrunner_host.access import ConversationKey
 from agentrunner_host.admission import ID_PATTERN, check_agent_config, is_valid_id
 from agentrunner_host.config import BindingSpec, find_literal_secrets, format_key_path, is_env_ref
 from agentrunner_host.definitions import AgentConfig, AgentEventEnvelope
+from agentrunner_host.ids import ordered_hex
 from agentrunner_host.registry import PluginFailure
 from agentrunner_host.service import AgentEntry, BindingEntry, HostService, ReplayItem, RunView
 from agentrunner_host.service.binding_check import check_binding
@@ -218,7 +218,7 @@ def _envelope(sub: EventSubmission, *, streaming: bool) -> AgentEventEnvelope:
     user_input = AgentInput(text=sub.text) if sub.text is not None else sub.input or AgentInput()
     try:
         return AgentEventEnvelope(
-            event_id=sub.event_id or "evt_" + secrets.token_hex(16),
+            event_id=sub.event_id or "evt_" + ordered_hex(),
             event_type=sub.event_type,
             event_time=sub.event_time,
             source="api",
