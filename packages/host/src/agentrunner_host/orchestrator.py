@@ -256,7 +256,7 @@ class Orchestrator:
 
         With stores, the event (unless *ingested* already) and the run's start record are committed before
         this returns: a duplicate event id raises :class:`DuplicateEventError` and nothing runs. *minted* says
-        the event's id was made by this host for this submission (random, never handed out before), so no
+        the event's id was made by this host for this submission (the time and 80 random bits), so no
         stored or starting event can have it and the start does not look for one; the unique key still
         refuses a duplicate at the commit.
         """

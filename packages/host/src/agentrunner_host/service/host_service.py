@@ -736,7 +736,7 @@ class HostService:
     ) -> RunFeed:
         """Submit an event here and return the feed of its run; with *agent_id* the event goes to that agent
         directly instead of through the bindings. *minted*: the event's id was made up for this submission
-        by this host (a random id no client sent), so the start skips its look for an earlier copy.
+        by this host (ids.ordered_hex: no client sent it), so the start skips its look for an earlier copy.
 
         Raises ``BindingNotFoundError``, ``DuplicateEventError`` (with the first run's id), ``RunnerNotFoundError``.
         """
