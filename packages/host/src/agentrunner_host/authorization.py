@@ -79,7 +79,7 @@ class AuthorizationSnapshot(BaseModel):
         """``sha256:<hex>`` of the canonical JSON of the snapshot."""
         return self._digest
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self) -> json.JsonObject:
         """``model_dump(mode="json")``, made once: read it, never change it (the digest is its hash)."""
         return self._json
 
@@ -89,9 +89,10 @@ class AuthorizationSnapshot(BaseModel):
         return "sha256:" + hashlib.sha256(json.dumps_canonical(self._json)).hexdigest()
 
     @functools.cached_property
-    def _json(self) -> dict[str, Any]:
+    def _json(self) -> json.JsonObject:
         # frozen: dumped once for the digest, the event log's copy and the context's resource hashes
-        return self.model_dump(mode="json")
+        dumped: json.JsonObject = self.model_dump(mode="json")
+        return dumped
 
     def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
         """A copy (see pydantic); with *update* its digest and JSON are computed afresh, not copied."""
@@ -336,7 +337,7 @@ def _state_owner(
             return None
 
 
-def snapshot_json(snapshot: AuthorizationSnapshot) -> dict[str, Any]:
+def snapshot_json(snapshot: AuthorizationSnapshot) -> json.JsonObject:
     """The snapshot as JSON for the event log: the snapshot's own dump, made once (read it, never change
     it: the digest was computed from it)."""
     return snapshot.as_json()

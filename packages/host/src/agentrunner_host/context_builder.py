@@ -12,7 +12,7 @@ import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from agentrunner import (
     AdapterContext,
@@ -225,7 +225,7 @@ class ContextBuilder:
         if snapshot.capabilities.self_managed_context:
             secret_fields = _secret_config_fields(binding)
             # the resources as the snapshot dumped them once (the same dump as resources.model_dump)
-            resources_json = snapshot_json(snapshot)["resources"]
+            resources_json = cast("dict[str, JsonValue]", snapshot_json(snapshot)["resources"])
             static_refs = {
                 "system_policy": _static_ref(
                     "system_policy",
