@@ -288,6 +288,18 @@ def test_the_digest_is_computed_once_and_a_changed_copy_gets_its_own() -> None:
     assert changed.model_copy(update={"deadline_at": snap.deadline_at}).digest() == first
 
 
+def test_the_access_view_is_made_once_and_a_changed_copy_gets_its_own() -> None:
+    """``access()`` is cached on the frozen snapshot; ``model_copy(update=...)`` derives a fresh one."""
+    snap = build(state=StatePolicy(enabled=True, scopes=["conversation", "binding"]))
+    access = snap.access()
+    assert snap.access() is access
+    assert access.run_id == "run_1" and set(access.state_owners) == {"conversation", "binding"}
+    assert access.conversation is not None and access.conversation.conversation_id == "conv-1"
+    changed = snap.model_copy(update={"run_id": "run_2", "conversation_id": None})
+    assert changed.access().run_id == "run_2" and changed.access().conversation is None
+    assert snap.access().run_id == "run_1"
+
+
 def test_an_empty_tool_grant_takes_the_tools_the_config_selects_and_a_list_is_exact() -> None:
     """``resource_policy.tools`` empty: the config's tool selector decides; set: only the listed tools, even
     when the config selects others (docs/operators.md, the policy table)."""

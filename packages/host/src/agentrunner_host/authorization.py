@@ -99,10 +99,17 @@ class AuthorizationSnapshot(BaseModel):
         copy = super().model_copy(update=update, deep=deep)
         vars(copy).pop("_digest", None)
         vars(copy).pop("_json", None)
+        vars(copy).pop("_access", None)
         return copy
 
     def access(self) -> RunAccess:
-        """The data-scoping view of this snapshot."""
+        """The data-scoping view of this snapshot, made once: read it, never change it (the run's start, its
+        dispatcher registration and its stores share it)."""
+        return self._access
+
+    @functools.cached_property
+    def _access(self) -> RunAccess:
+        # frozen: a run start asked for it four times, each building its sets, dicts and owner objects
         conversation = (
             ConversationKey(self.conversation_id, self.thread_id, self.workspace_id)
             if self.conversation_id
