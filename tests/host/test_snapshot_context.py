@@ -20,7 +20,13 @@ from agentrunner import (
 )
 from agentrunner_host.authorization import AuthorizationSnapshot, SnapshotBuilder
 from agentrunner_host.catalog import ResourceCatalog
-from agentrunner_host.context_builder import ContextBuilder, HistoryHandles, filter_params, is_secret_name
+from agentrunner_host.context_builder import (
+    ContextBuilder,
+    HistoryHandles,
+    filter_params,
+    is_secret_name,
+    session_key,
+)
 from agentrunner_host.definitions import AgentEventEnvelope, ResourcePolicy, RunPolicy, StatePolicy
 from agentrunner_host.registry import RunnerDescriptor
 from pydantic import ValidationError
@@ -298,6 +304,44 @@ def test_the_access_view_is_made_once_and_a_changed_copy_gets_its_own() -> None:
     changed = snap.model_copy(update={"run_id": "run_2", "conversation_id": None})
     assert changed.access().run_id == "run_2" and changed.access().conversation is None
     assert snap.access().run_id == "run_1"
+
+
+def test_the_system_policy_hash_follows_a_reloaded_binding_with_the_same_id() -> None:
+    """The hash is kept per binding object: a new binding under the same id (a reload) is hashed afresh, and
+    every answer is the hash of the config without its secret fields."""
+
+    def sha(value: object) -> str:
+        return "sha256:" + hashlib.sha256(codec.dumps_canonical(value)).hexdigest()
+
+    snap = build()
+    builder = ContextBuilder()
+    first = binding(config=CONFIG)
+    reloaded = binding(config={**CONFIG, "kbs": ["k2"]})
+    hashes = [
+        builder.build(snapshot=snap, binding=b, event=event()).runtime.static_refs["system_policy"].hash
+        for b in (first, first, reloaded, first)
+    ]
+    public = {k: v for k, v in CONFIG.items() if k != "api_key"}
+    assert hashes == [sha(public), sha(public), sha({**public, "kbs": ["k2"]}), sha(public)]
+
+
+def test_the_session_key_is_the_hash_of_its_parts_each_time() -> None:
+    """Repeated and different parts give the documented key (the JSON list of the six parts, hashed)."""
+
+    def expected(*parts: str) -> str:
+        return "sess_" + hashlib.sha256(codec.dumps(list(parts))).hexdigest()[:32]
+
+    for _ in range(2):
+        for conversation in ("c1", "c2", None):
+            key = session_key(
+                workspace_id=None,
+                bot_id="bot",
+                binding_id="b-1",
+                runner_id="r",
+                conversation_id=conversation,
+                thread_id=None,
+            )
+            assert key == expected("", "bot", "b-1", "r", conversation or "", "")
 
 
 def test_an_empty_tool_grant_takes_the_tools_the_config_selects_and_a_list_is_exact() -> None:

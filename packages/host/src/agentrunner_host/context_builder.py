@@ -6,6 +6,7 @@ branches on is filled from the event, the binding and the run's authorization sn
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 import re
@@ -40,6 +41,8 @@ from .authorization import AuthorizationSnapshot, snapshot_json
 
 __all__ = ["ContextBuilder", "HistoryHandles", "is_secret_name", "session_key", "filter_params"]
 
+_POLICY_HASHES = 1024
+"""Bindings whose system-policy hash a context builder keeps (more than a host has)."""
 _WORD = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
 _SECRET_WORDS = frozenset(
     {
@@ -111,14 +114,23 @@ def session_key(
     thread_id: str | None,
 ) -> str:
     """A stable key for runners that keep native sessions (AGENT_CONTEXT_PROTOCOL §6)."""
-    parts = [workspace_id or "", bot_id or "", binding_id, runner_id, conversation_id or "", thread_id or ""]
-    return "sess_" + hashlib.sha256(json.dumps(parts)).hexdigest()[:32]
+    return _session_key(
+        (workspace_id or "", bot_id or "", binding_id, runner_id, conversation_id or "", thread_id or "")
+    )
+
+
+@functools.lru_cache(maxsize=4096)
+def _session_key(parts: tuple[str, str, str, str, str, str]) -> str:
+    # a conversation's runs repeat their key: a look-up instead of a JSON encode and a hash per run
+    return "sess_" + hashlib.sha256(json.dumps(list(parts))).hexdigest()[:32]
+
+
+def _content_hash(content: Any) -> str:
+    return "sha256:" + hashlib.sha256(json.dumps_canonical(content)).hexdigest()
 
 
 def _static_ref(name: str, content: Any) -> StaticContextRef:
-    return StaticContextRef(
-        ref=name, hash="sha256:" + hashlib.sha256(json.dumps_canonical(content)).hexdigest()
-    )
+    return StaticContextRef(ref=name, hash=_content_hash(content))
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +156,20 @@ class ContextBuilder:
     def __init__(self, *, host_version: str | None = None, max_event_data_bytes: int = 16 * 1024) -> None:
         self.host_version = host_version
         self.max_event_data_bytes = max_event_data_bytes
+        # binding id -> (the binding, its system-policy hash); the binding is held and compared by identity, so
+        # a reloaded binding (a new object) is hashed afresh and a stale entry is never answered
+        self._policy_hashes: dict[str, tuple[AgentBinding, str]] = {}
+
+    def _system_policy_hash(self, binding: AgentBinding) -> str:
+        cached = self._policy_hashes.get(binding.binding_id)
+        if cached is not None and cached[0] is binding:
+            return cached[1]
+        secret_fields = _secret_config_fields(binding)
+        digest = _content_hash({k: v for k, v in binding.runner_config.items() if k not in secret_fields})
+        if len(self._policy_hashes) >= _POLICY_HASHES:
+            self._policy_hashes.clear()  # bindings made per call (tests, ad-hoc runs) must not grow it forever
+        self._policy_hashes[binding.binding_id] = (binding, digest)
+        return digest
 
     def event_data(self, event: AgentEventEnvelope) -> tuple[dict[str, JsonValue], bool]:
         """The event data to inline, and whether it was too large (the caller then keeps it as a raw ref)."""
@@ -223,13 +249,11 @@ class ContextBuilder:
         resources = snapshot.resources
         static_refs: dict[str, StaticContextRef] = {}
         if snapshot.capabilities.self_managed_context:
-            secret_fields = _secret_config_fields(binding)
             # the resources as the snapshot dumped them once (the same dump as resources.model_dump)
             resources_json = cast("dict[str, JsonValue]", snapshot_json(snapshot)["resources"])
             static_refs = {
-                "system_policy": _static_ref(
-                    "system_policy",
-                    {k: v for k, v in binding.runner_config.items() if k not in secret_fields},
+                "system_policy": StaticContextRef(
+                    ref="system_policy", hash=self._system_policy_hash(binding)
                 ),
                 "tool_schemas": _static_ref("tool_schemas", resources_json["tools"]),
                 "resource_manifest": _static_ref("resource_manifest", resources_json),
