@@ -119,6 +119,18 @@ class _TokenBucket:
         return True
 
 
+# typed factories: a generic alias called per run (``list[AuditRecord]()``) raises and catches an
+# AttributeError setting ``__orig_class__`` on the list
+
+
+def _no_audit() -> list[AuditRecord]:
+    return []
+
+
+def _no_requests() -> list[JsonObject]:
+    return []
+
+
 @dataclass(slots=True)
 class LiveRun:
     """A registered, live run."""
@@ -128,14 +140,14 @@ class LiveRun:
     bucket: _TokenBucket
     call_token: str = field(default_factory=lambda: secrets.token_urlsafe(32), repr=False)
     """The run's call credential: every back-call must present it (a run id alone is not a credential)."""
-    audit: list[AuditRecord] = field(default_factory=list[AuditRecord])
+    audit: list[AuditRecord] = field(default_factory=_no_audit)
     """The run's back-calls not yet known to be stored, in call order (the live audit writer drops the ones it
     stored)."""
     audit_stored: int = 0
     """How many of ``audit`` are stored already (written while the run was live)."""
     notify: Callable[[], None] | None = field(default=None, repr=False)
     """Called after each record is appended (the live audit writer stores them)."""
-    platform_requests: list[JsonObject] = field(default_factory=list[JsonObject])
+    platform_requests: list[JsonObject] = field(default_factory=_no_requests)
 
 
 class BackCallDispatcher:

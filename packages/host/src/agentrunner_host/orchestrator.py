@@ -62,6 +62,16 @@ class _SessionGate:
     users: int = 0
 
 
+def _new_channel() -> Channel[DeliveredResult]:
+    # not Channel[DeliveredResult](...): a generic alias call tries to set __orig_class__ on the slotted
+    # channel, raising and catching an AttributeError per run
+    return Channel(_QUEUE_SIZE)
+
+
+def _no_watchdogs() -> list[asyncio.TimerHandle]:
+    return []
+
+
 @dataclass(slots=True, eq=False)
 class RunControl:
     """The orchestrator's side of a run's handle: its task, where it stands, and its delivery channel.
@@ -73,7 +83,7 @@ class RunControl:
     """The run's state."""
     outcome: asyncio.Future[RunOutcome]
     """Resolved once, when the run's end is recorded."""
-    channel: Channel[DeliveredResult] = field(default_factory=lambda: Channel[DeliveredResult](_QUEUE_SIZE))
+    channel: Channel[DeliveredResult] = field(default_factory=_new_channel)
     """Delivered results on their way to the handle's one consumer."""
     task: asyncio.Task[None] | None = None
     """The task driving the run."""
@@ -85,7 +95,7 @@ class RunControl:
     """The runner sent its terminal result."""
     detached: bool = False
     """The consumer went away; results are still stored but no longer queued."""
-    watchdogs: list[asyncio.TimerHandle] = field(default_factory=list[asyncio.TimerHandle])
+    watchdogs: list[asyncio.TimerHandle] = field(default_factory=_no_watchdogs)
     """Force-end timers (deadline, cancellation grace)."""
 
     def deliver_now(self, item: DeliveredResult) -> bool:

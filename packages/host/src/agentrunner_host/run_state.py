@@ -90,6 +90,42 @@ class HostRecord:
     """Its JSON data."""
 
 
+# Typed factories for RunState's containers: calling a generic alias (``list[str]()``) costs a failed
+# ``__orig_class__`` assignment (an AttributeError raised and caught) per call, eight times per run.
+
+
+def _no_text() -> list[str]:
+    return []
+
+
+def _no_tool_calls() -> dict[str, str]:
+    return {}
+
+
+def _no_harness_tools() -> dict[str, tuple[float, str, str | None]]:
+    return {}
+
+
+def _no_artifacts() -> dict[str, ArtifactRef]:
+    return {}
+
+
+def _no_turns() -> list[AssistantTurn]:
+    return []
+
+
+def _no_records() -> list[HostRecord]:
+    return []
+
+
+def _no_counts() -> dict[str, int]:
+    return {}
+
+
+def _no_state() -> dict[str, JsonObject]:
+    return {}
+
+
 @dataclass(slots=True)
 class RunState:
     """One run's inputs and everything the host learned while running it."""
@@ -107,7 +143,7 @@ class RunState:
     terminal: AgentRunResult | None = None
     has_message: bool = False
     has_output: bool = False
-    delta_buffer: list[str] = field(default_factory=list[str])
+    delta_buffer: list[str] = field(default_factory=_no_text)
     delta_chars: int = 0
     """Characters in ``delta_buffer``: streamed text kept for the transcript is capped (one result's size)."""
     delta_truncated: bool = False
@@ -115,27 +151,25 @@ class RunState:
     """The run's window over streamed text (``redaction.StreamMasker``), when the host knows secrets."""
     last_delta: MessageDeltaResult | None = None
     """The latest delta delivered (a held-back tail is released as a copy of it)."""
-    open_tool_calls: dict[str, str] = field(default_factory=dict[str, str])
-    harness_tools: dict[str, tuple[float, str, str | None]] = field(
-        default_factory=dict[str, tuple[float, str, str | None]]
-    )
+    open_tool_calls: dict[str, str] = field(default_factory=_no_tool_calls)
+    harness_tools: dict[str, tuple[float, str, str | None]] = field(default_factory=_no_harness_tools)
     """Tools a code-executing runner's CLI started and has not ended: call id → (start time, name, detail)."""
-    artifact_ids: dict[str, ArtifactRef] = field(default_factory=dict[str, ArtifactRef])
+    artifact_ids: dict[str, ArtifactRef] = field(default_factory=_no_artifacts)
     log: ResultLog[ResultRecord, StateWrite, RunStart] | None = None
     """The run's result log (``stores.runs.log``): results go to the store as they come, not at the end."""
     output_bytes: int = 0
     """Encoded bytes of every result received so far (capped by ``run_policy.max_output_bytes``)."""
     side_write: StateWrite | None = None
     """The state update the result being accepted carries, committed with it."""
-    transcript: list[AssistantTurn] = field(default_factory=list[AssistantTurn])
-    host_events: list[HostRecord] = field(default_factory=list[HostRecord])
+    transcript: list[AssistantTurn] = field(default_factory=_no_turns)
+    host_events: list[HostRecord] = field(default_factory=_no_records)
     warnings: int = 0
-    warning_counts: dict[str, int] = field(default_factory=dict[str, int])
+    warning_counts: dict[str, int] = field(default_factory=_no_counts)
     """Warnings by kind; past :data:`WARNINGS_PER_KIND` they are only counted."""
     results_seen: int = 0
     start_persisted: bool = False
     """The run's start record is committed (a run cancelled before that must write it at its end)."""
-    state_snapshot: dict[str, JsonObject] = field(default_factory=dict[str, JsonObject])
+    state_snapshot: dict[str, JsonObject] = field(default_factory=_no_state)
     """Host state inlined into the context (read before the run's start is written)."""
     history: HistoryHandles = field(default_factory=HistoryHandles)
     """History handles as they stood before this run's user turn."""
