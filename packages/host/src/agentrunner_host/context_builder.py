@@ -125,11 +125,11 @@ def _session_key(parts: tuple[str, str, str, str, str, str]) -> str:
     return "sess_" + hashlib.sha256(json.dumps(list(parts))).hexdigest()[:32]
 
 
-def _content_hash(content: Any) -> str:
+def _content_hash(content: object) -> str:
     return "sha256:" + hashlib.sha256(json.dumps_canonical(content)).hexdigest()
 
 
-def _static_ref(name: str, content: Any) -> StaticContextRef:
+def _static_ref(name: str, content: object) -> StaticContextRef:
     return StaticContextRef(ref=name, hash=_content_hash(content))
 
 
