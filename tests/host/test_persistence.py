@@ -139,6 +139,41 @@ async def test_a_short_runs_start_results_and_end_are_one_commit_on_sqlite(store
     await host.aclose()
 
 
+async def test_a_subscribed_consumer_takes_each_result_only_once_it_is_committed(stores: HostStores) -> None:
+    """The callback consumer of a handle (a service's feed) is told of results as the run queues them, takes
+    each only after its commit, and learns when the delivery ended; a handle has one consumer."""
+    gate = asyncio.Event()
+
+    async def two_parts(ctx: AgentRunContext, api: AgentRunAPI) -> AsyncIterator[Any]:
+        out = AgentRunner.emitter(ctx)
+        yield out.delta("first")
+        await gate.wait()
+        yield out.complete("done")
+
+    host = host_with(stores, scripted(two_parts))
+    handle = await host.orchestrator.submit(event("x"))
+    result_log = handle.control.state.log
+    assert result_log is not None
+    taken: list[tuple[int, int]] = []
+    ended = asyncio.Event()
+
+    def listener() -> None:
+        while (item := handle.take()) is not None:
+            taken.append((item.host_seq, result_log.committed))
+        if handle.drained:
+            ended.set()
+
+    handle.subscribe(listener)
+    with pytest.raises(RuntimeError, match="has a consumer already"):
+        handle.subscribe(listener)
+    gate.set()  # the rest is queued by the run's task before the journal commits it
+    await asyncio.wait_for(ended.wait(), timeout=30)
+    stored = await stores.runs.results_after(handle.run_id, after_host_seq=0, limit=10)
+    assert [seq for seq, _ in taken] == [r.host_seq for r in stored] and len(stored) >= 2
+    assert all(committed >= seq for seq, committed in taken)
+    await host.aclose()
+
+
 async def test_a_minted_event_id_is_not_looked_up_and_a_duplicate_still_fails_at_the_commit(
     stores: HostStores,
 ) -> None:

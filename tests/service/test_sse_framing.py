@@ -7,7 +7,9 @@ disconnect ends it quietly and closes the stream, another cancel still cancels i
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+import functools
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import cast
 
 import pytest
@@ -122,24 +124,35 @@ async def test_closing_the_response_closes_the_results() -> None:
 
 
 class FakeHandle:
-    """The part of a run handle a feed reads: its id and its results, released by the test."""
+    """The part of a run handle a feed reads: its id and its results by callback, released by the test."""
 
     run_id = "run_fake"
 
     def __init__(self) -> None:
-        self.queue: asyncio.Queue[ReplayItem | None] = asyncio.Queue()
-        self.drained = asyncio.Event()
-        """Set when the feed took every result released so far."""
+        self.ready: deque[ReplayItem] = deque()
+        self.ended = False
+        self.listener: Callable[[], None] | None = None
 
-    async def results(self) -> AsyncIterator[ReplayItem]:
-        while True:
-            if self.queue.empty():
-                self.drained.set()
-            item = await self.queue.get()
-            self.drained.clear()
-            if item is None:
-                return
-            yield item
+    def subscribe(self, listener: Callable[[], None]) -> None:
+        self.listener = listener
+        listener()
+
+    def unsubscribe(self) -> None:
+        self.listener = None
+
+    def take(self) -> ReplayItem | None:
+        return self.ready.popleft() if self.ready else None
+
+    @property
+    def drained(self) -> bool:
+        return self.ended and not self.ready
+
+    def release(self, *items: ReplayItem, end: bool = False) -> None:
+        """Results committed (and the run's end, with *end*), told to the feed as a run's task does."""
+        self.ready.extend(items)
+        self.ended = self.ended or end
+        if self.listener is not None:
+            self.listener()
 
 
 async def _no_replay(after: int, limit: int) -> list[ResultRecord]:
@@ -147,26 +160,41 @@ async def _no_replay(after: int, limit: int) -> list[ResultRecord]:
 
 
 async def test_a_live_feed_hands_out_the_ready_results_quiet_batches_and_the_end() -> None:
-    """Results pumped in together are one batch; a quiet feed gives an empty batch after the idle time; the
+    """Results released together are one batch; a quiet feed gives an empty batch after the idle time; the
     batch read after the run's end says it is the last."""
     handle = FakeHandle()
     feed = RunFeed(cast(RunHandle, handle), event_id="evt_1", replay=_no_replay)
-    pump = asyncio.create_task(feed.pump())
     batches = feed.batches(idle=0.01)
     quiet = await anext(batches)
     assert quiet.quiet and list(quiet) == [] and not quiet.last
-    for seq in (1, 2):
-        handle.queue.put_nowait(_item(seq))
+    handle.release(_item(1), _item(2))
     batch = await anext(batches)
     assert [i.host_seq for i in batch] == [1, 2]
     assert not batch.last and not batch.quiet
-    handle.queue.put_nowait(_item(3))
-    handle.queue.put_nowait(None)
-    await pump
+    handle.release(_item(3), end=True)
+    assert feed.done
     batch = await anext(batches)
     assert [i.host_seq for i in batch] == [3]
     assert batch.last
     assert [b async for b in batches] == []
+
+
+async def test_a_feed_takes_results_whether_or_not_anyone_reads_and_tells_when_it_ended() -> None:
+    """Without a reader the feed still takes every result from the handle (the run never waits on one); its
+    end is reported once, and a late reader gets the window."""
+    handle = FakeHandle()
+    ended: list[str] = []
+    feed = RunFeed(
+        cast(RunHandle, handle), event_id="evt_1", replay=_no_replay, on_end=lambda f: ended.append(f.run_id)
+    )
+    handle.release(_item(1), _item(2))
+    assert not handle.ready and feed.delivered == 2 and not feed.done
+    handle.release(ReplayItem(3, "run.completed", encoded=b"{}"), end=True)
+    assert feed.done and ended == ["run_fake"]
+    assert handle.listener is None  # the feed lets go of its handle at the end
+    await asyncio.wait_for(feed.ended(), timeout=30)
+    batch = await anext(feed.batches(after=1))
+    assert [i.host_seq for i in batch] == [2, 3] and batch.last
 
 
 async def test_a_runs_terminal_result_waits_for_the_runs_end_so_both_go_out_together() -> None:
@@ -174,30 +202,25 @@ async def test_a_runs_terminal_result_waits_for_the_runs_end_so_both_go_out_toge
     follows; when it does not follow within the idle time, they are handed out without it."""
     handle = FakeHandle()
     feed = RunFeed(cast(RunHandle, handle), event_id="evt_1", replay=_no_replay)
-    pump = asyncio.create_task(feed.pump())
-    handle.queue.put_nowait(_item(1))
-    handle.queue.put_nowait(ReplayItem(2, "run.completed", encoded=b"{}"))
-    await handle.drained.wait()
+    handle.release(_item(1), ReplayItem(2, "run.completed", encoded=b"{}"))
 
     async def first_batch() -> tuple[list[int], bool]:
         batch = await anext(feed.batches())
         return [i.host_seq for i in batch], batch.last  # read when handed out, as a response does
 
     reading = asyncio.create_task(first_batch())
-    handle.queue.put_nowait(None)  # the reader looks first (its task was scheduled first), then the end comes
+    # the reader looks first (its task was scheduled first), then the end comes
+    asyncio.get_running_loop().call_soon(functools.partial(handle.release, end=True))
     assert await reading == ([1, 2], True)
-    await pump
+    assert feed.done
 
     handle = FakeHandle()
     feed = RunFeed(cast(RunHandle, handle), event_id="evt_2", replay=_no_replay)
-    pump = asyncio.create_task(feed.pump())
-    handle.queue.put_nowait(ReplayItem(1, "run.failed", encoded=b"{}"))
-    await handle.drained.wait()
+    handle.release(ReplayItem(1, "run.failed", encoded=b"{}"))
     batches = feed.batches(idle=0.01)
     batch = await anext(batches)
     assert [i.host_seq for i in batch] == [1] and not batch.last
-    handle.queue.put_nowait(None)
-    await pump
+    handle.release(end=True)
     assert [b async for b in batches] == []
 
 

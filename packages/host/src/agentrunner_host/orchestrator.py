@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import aclosing
 from dataclasses import dataclass, field
 
@@ -132,6 +132,9 @@ class RunHandle:
         """Why the run was asked to stop, once :meth:`Orchestrator.cancel` accepted a cancellation."""
         self.force_ended = False
         """The host recorded the run's end without its task (the runner ignored cancellation past the grace)."""
+        self._listener: Callable[[], None] | None = None
+        self._commit_wait: asyncio.Task[None] | None = None
+        self._unstorable = False
 
     @property
     def cancelling(self) -> bool:
@@ -151,6 +154,65 @@ class RunHandle:
         """Stop delivering to a consumer (the run goes on and is still persisted)."""
         self.control.detached = True
         self.control.channel.clear()
+
+    def subscribe(self, listener: Callable[[], None]) -> None:
+        """Take the results with :meth:`take` instead of iterating :meth:`results` (one consumer either way).
+
+        *listener* is called now and whenever :meth:`take` may have more or :attr:`drained` may have become
+        true: from the run's own task as it queues a result or ends (so a consumer learns of a committed result
+        without a task of its own waking up for it), or from a short wait of the handle's own while a queued
+        result waits for its commit. It must not raise or wait.
+        """
+        if self._listener is not None:
+            raise RuntimeError(f"run {self.run_id} has a consumer already")
+        self._listener = listener
+        self.control.channel.listener = listener
+        listener()
+
+    def unsubscribe(self) -> None:
+        """Forget the consumer of :meth:`subscribe` (once it is :attr:`drained`: a consumer refers to its
+        handle, and without this the pair would wait for the cyclic garbage collector with the run's whole
+        state)."""
+        self._listener = None
+        self.control.channel.listener = None
+
+    def take(self) -> DeliveredResult | None:
+        """The next result for the consumer of :meth:`subscribe` if it is queued and committed, else ``None``
+        (the listener is called when that may change)."""
+        channel = self.control.channel
+        if self._unstorable or not len(channel):
+            return None
+        item = channel.peek()
+        result_log = self.control.state.log
+        if result_log is not None and result_log.committed < item.host_seq:
+            # a result is handed out only once a crash can no longer lose it
+            if self._commit_wait is None:
+                self._commit_wait = asyncio.get_running_loop().create_task(
+                    self._await_commit(item.host_seq), name=f"agentrunner-commit-{self.run_id}"
+                )
+            return None
+        return channel.pull_nowait()
+
+    @property
+    def drained(self) -> bool:
+        """The consumer of :meth:`subscribe` took every result it will get: the delivery ended, or the results
+        could not be stored (its stream ends there, as :meth:`results` does)."""
+        channel = self.control.channel
+        return self._unstorable or (channel.closed and not len(channel))
+
+    async def _await_commit(self, host_seq: int) -> None:
+        result_log = self.control.state.log
+        assert result_log is not None  # only a run with stores waits for commits
+        try:
+            await result_log.durable(host_seq)
+        except HostError:
+            log.error("run %s: results could not be stored; its stream ends here", self.run_id)
+            self._unstorable = True
+            self.detach()  # nobody takes the rest: the run must not wait on a full channel for it
+        finally:
+            self._commit_wait = None
+        if self._listener is not None:
+            self._listener()
 
     async def results(self) -> AsyncIterator[DeliveredResult]:
         """The delivered results, ending after the terminal one. One consumer per handle.

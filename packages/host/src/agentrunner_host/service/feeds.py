@@ -1,6 +1,6 @@
 """Live result feeds: one run's results fanned out to any number of readers.
 
-A :class:`~agentrunner_host.orchestrator.RunHandle` has one consumer. The service pumps it into a
+A :class:`~agentrunner_host.orchestrator.RunHandle` has one consumer. The service makes it a
 :class:`RunFeed`, so the client that submitted the event, a client that reconnects with ``Last-Event-ID`` and
 a ``?wait=true`` caller all read the same results. Every result a handle hands out is already committed, so
 the feed keeps only a short window of the newest ones for readers following live; a reader further behind
@@ -128,9 +128,21 @@ def _wake(waiter: asyncio.Future[None]) -> None:
 
 
 class RunFeed:
-    """Results of one live run, readable from any position by several readers."""
+    """Results of one live run, readable from any position by several readers.
 
-    def __init__(self, handle: RunHandle, *, event_id: str, replay: Replay) -> None:
+    The feed takes the handle's results by callback (:meth:`RunHandle.subscribe`): the run's own task hands
+    each committed result over as it queues it, whether anyone reads or not, so no task of the feed's wakes up
+    per result and the run never waits on a reader that went away.
+    """
+
+    def __init__(
+        self,
+        handle: RunHandle,
+        *,
+        event_id: str,
+        replay: Replay,
+        on_end: Callable[[RunFeed], None] | None = None,
+    ) -> None:
         self.handle = handle
         """The run."""
         self.event_id = event_id
@@ -141,6 +153,8 @@ class RunFeed:
         self._replay = replay
         self._waiters: set[asyncio.Future[None]] = set()
         self._done = False
+        self._on_end = on_end
+        handle.subscribe(self._take)
 
     @property
     def run_id(self) -> str:
@@ -169,16 +183,34 @@ class RunFeed:
                 waiter.set_result(None)
         self._waiters.clear()
 
-    async def pump(self) -> None:
-        """Move the handle's results into the feed until the run ends (run as a task)."""
-        try:
-            async for item in self.handle.results():
-                self._window.append(ReplayItem.of(item))
-                self._count = item.host_seq
-                self._notify()
-        finally:
+    def _take(self) -> None:
+        # the handle's listener: runs in the run's task, so it only moves results and wakes readers
+        if self._done:
+            return
+        handle = self.handle
+        moved = False
+        while (item := handle.take()) is not None:
+            self._window.append(ReplayItem.of(item))
+            self._count = item.host_seq
+            moved = True
+        if handle.drained:
             self._done = True
+            moved = True
+            handle.unsubscribe()
+            if self._on_end is not None:
+                self._on_end(self)
+        if moved:
             self._notify()
+
+    async def ended(self) -> None:
+        """Wait until every result of the run is in the feed."""
+        while not self._done:
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters.add(waiter)
+            try:
+                await waiter
+            finally:
+                self._waiters.discard(waiter)
 
     async def follow(self, *, after: int = 0) -> AsyncIterator[ReplayItem]:
         """Results with ``host_seq`` greater than *after*, the live ones as they arrive, until the run ends."""

@@ -221,7 +221,6 @@ class HostService:
         self._runtime = runtime
         self._installed = installed
         self._feeds: dict[str, RunFeed] = {}
-        self._pumps: set[asyncio.Task[None]] = set()
         self._cancels: set[asyncio.Task[bool]] = set()
         self._pending_cancels: dict[str, float] = {}
         self._closing = False
@@ -699,8 +698,9 @@ class HostService:
 
     async def _drain(self) -> None:
         await self.cancel_all()
-        if self._pumps:
-            await asyncio.gather(*self._pumps, return_exceptions=True)
+        feeds = [feed for feed in self._feeds.values() if not feed.done]
+        if feeds:
+            await asyncio.gather(*(feed.ended() for feed in feeds))
 
     # -- events and runs ---------------------------------------------------------------------------------------
 
@@ -762,18 +762,14 @@ class HostService:
         async def replay(after: int, limit: int) -> list[ResultRecord]:
             return await runs.results_after(run_id, after_host_seq=after, limit=limit)
 
-        feed = RunFeed(handle, event_id=event.event_id, replay=replay)
+        feed = RunFeed(handle, event_id=event.event_id, replay=replay, on_end=self._feed_ended)
         self._feeds[handle.run_id] = feed
-        task = asyncio.create_task(self._pump(feed), name=f"agentrunner-feed-{handle.run_id}")
-        self._pumps.add(task)
-        task.add_done_callback(self._pumps.discard)
         return feed
 
-    async def _pump(self, feed: RunFeed) -> None:
-        try:
-            await feed.pump()
-        finally:
-            self._feeds.pop(feed.run_id, None)
+    def _feed_ended(self, feed: RunFeed) -> None:
+        # Dropped on the next loop turn, not now: a feed can end while it is made (a run that ended before
+        # its start was acknowledged), and its submitter must still find it to read it.
+        asyncio.get_running_loop().call_soon(self._feeds.pop, feed.run_id, None)
 
     async def _run_for_event(self, event_id: str) -> str | None:
         # A live run's row may not be written yet (its start is stored by the run's own task).
