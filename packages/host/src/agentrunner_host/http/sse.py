@@ -21,6 +21,7 @@ from typing import Final
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
+from agentrunner_host.deadlines import deadlines
 from agentrunner_host.service import ReplayItem, ResultBatch
 
 __all__ = [
@@ -135,7 +136,9 @@ class EventStreamResponse(Response):
             if sending:
                 watchers.append(loop.create_task(watch(), name="agentrunner-sse-disconnect"))
 
-        timer = loop.call_later(self._watch_after, start_watching)
+        # one timer for every stream, not one each: nearly every answer is complete long before it is due
+        due = deadlines(self._watch_after)
+        due.add(self, start_watching)
         try:
             await send(
                 {"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers}
@@ -152,7 +155,7 @@ class EventStreamResponse(Response):
             task.uncancel()  # the watcher's cancel, not anyone else's: the client went away
         finally:
             sending = False
-            timer.cancel()
+            due.discard(self)
             for watcher in watchers:
                 watcher.cancel()
             closer = getattr(self.body_iterator, "aclose", None)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from typing import Final, cast
@@ -19,6 +20,7 @@ from agentrunner import TERMINAL_RESULT_TYPES
 from agentrunner import codec as json
 from agentrunner.codec import JsonObject
 
+from agentrunner_host.deadlines import deadlines
 from agentrunner_host.orchestrator import DeliveredResult, RunHandle, RunOutcome
 from agentrunner_host.stores import ResultRecord
 
@@ -244,16 +246,19 @@ class RunFeed:
                     continue
             elif self._done:
                 return
-            loop = asyncio.get_running_loop()
-            waiter = loop.create_future()
+            waiter = asyncio.get_running_loop().create_future()
             self._waiters.add(waiter)
-            timer = None if idle is None else loop.call_later(idle, _wake, waiter)
+            # the idle time on the one timer all readers share: a timer each would be made and cancelled
+            # for nearly every wait
+            due = None if idle is None else deadlines(idle)
+            if due is not None:
+                due.add(waiter, functools.partial(_wake, waiter))
             try:
                 await waiter
             finally:
                 self._waiters.discard(waiter)
-                if timer is not None:
-                    timer.cancel()
+                if due is not None:
+                    due.discard(waiter)
             if cursor.position >= self._count and not self._done:
                 yield QUIET
             elif waited_for_end and not self._done:
