@@ -320,10 +320,13 @@ class Journal(Generic[R, F, S, B]):
                 await self._one_by_one(taken, finishes)
                 self._sides_done(len(side))
             else:
-                for result_log, start, part, size in taken:
-                    result_log._settle(start, part, size, None)  # pyright: ignore[reportPrivateUsage]
+                # the ends first: a run whose end and start are in this commit closes its delivery as its
+                # task resumes, before its submitter does, so a reader sends the results and the end at once
+                # (all are settled in this one step, before any waiting task runs)
                 for _, future in finishes:
                     _settle(future, None)
+                for result_log, start, part, size in taken:
+                    result_log._settle(start, part, size, None)  # pyright: ignore[reportPrivateUsage]
                 self._sides_done(len(side))
 
     async def _one_by_one(
