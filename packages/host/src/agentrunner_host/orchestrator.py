@@ -375,17 +375,15 @@ class Orchestrator:
         """The start of a run the journal will commit with its first results, built from reads made on the
         loop (``None``: the start is committed on its own first, see :meth:`_persist_start`). Raises
         :class:`RunnerDisabledError` as that does."""
-        access = state.snapshot.access()
-        pull = self.pull
         reads = self._start_reads(state)
         duplicate_of = state.event.event_id if include_event and look_for_duplicate else None
         facts = await stores.read_start(reads, event_id=duplicate_of)
         if facts is None:
             return None
-        start = self._build_start(state, facts, include_event=include_event)
+        history = self._history(state, facts)
+        start = self._build_start(state, facts, history, include_event=include_event)
         state.state_snapshot = facts.state
-        if pull is not None:
-            state.history = pull.history_handles_at(access, facts.transcript_seq, facts.event_seq)
+        state.history = history
         return start
 
     async def _begin(self, stores: RunStores, handle: RunHandle, state: RunState, start: RunStart) -> None:
@@ -420,14 +418,17 @@ class Orchestrator:
             conversation=access.conversation if self.pull is not None else None,
         )
 
-    def _build_start(self, state: RunState, facts: StartFacts, *, include_event: bool) -> RunStart:
+    def _history(self, state: RunState, facts: StartFacts) -> HistoryHandles:
+        """Where the conversation's history stood when the start's reads were made."""
+        if self.pull is None:
+            return HistoryHandles()
+        return self.pull.history_handles_at(state.snapshot.access(), facts.transcript_seq, facts.event_seq)
+
+    def _build_start(
+        self, state: RunState, facts: StartFacts, history: HistoryHandles, *, include_event: bool
+    ) -> RunStart:
         if facts.control is not None:
             raise RunnerDisabledError(facts.control.runner_id, facts.control.reason)
-        history = HistoryHandles()
-        if self.pull is not None:
-            history = self.pull.history_handles_at(
-                state.snapshot.access(), facts.transcript_seq, facts.event_seq
-            )
         return run_start(state, history, event=event_entry(state.event) if include_event else None)
 
     async def _refused(self, event: AgentEventEnvelope, exc: HostError, *, ingested: bool) -> None:
@@ -440,20 +441,17 @@ class Orchestrator:
         """Commit the start with the reads the context needs, in one transaction: the runner's disable switch
         (read at every start, not cached: a switch set by the CLI or another host counts at once), the state
         snapshot and the conversation's positions (read before the run's own user turn is written)."""
-        access = state.snapshot.access()
-        pull = self.pull
         reads = self._start_reads(state)
 
         def build(facts: StartFacts) -> RunStart:
-            return self._build_start(state, facts, include_event=include_event)
+            return self._build_start(state, facts, self._history(state, facts), include_event=include_event)
 
         try:
             facts = await stores.start_run(reads, build)
         except DuplicateEventStoredError:
             raise DuplicateEventError(state.event.event_id) from None
         state.state_snapshot = facts.state
-        if pull is not None:
-            state.history = pull.history_handles_at(access, facts.transcript_seq, facts.event_seq)
+        state.history = self._history(state, facts)
         state.start_persisted = True
 
     @contextlib.asynccontextmanager

@@ -282,20 +282,12 @@ def _values(
         return [plan.row(r) for r in rows]
     # Every key of the first row is a parameter of the plan, so a row of the same size whose keys are all
     # found has the same keys (in any order: values are taken by name): no shape per row.
-    getter = plan.values
-    processors = plan.processors
-    assert getter is not None  # a width is set only with the getter
     out: list[Sequence[object]] = []
     try:
         for r in rows:
             if len(r) != width:
                 return None
-            values = getter(r)
-            if processors:
-                values = list(values)
-                for position, process in processors:
-                    values[position] = process(values[position])
-            out.append(values)
+            out.append(plan.row(r))  # by the plan's getter: a missing key raises KeyError
     except KeyError:
         return None
     return out
