@@ -362,6 +362,26 @@ async def test_a_stream_left_at_its_last_frame_is_read_to_its_end_and_leaves_the
     assert finalized == []
 
 
+async def test_a_run_failing_mid_stream_closes_its_reader_and_leaves_the_loop_nothing_to_finalize() -> None:
+    async with FakePlatform() as fake:
+        frames = [sse_frame({"n": 1}), sse_frame({"code": "Refused"}, event="error"), sse_frame({"n": 2})]
+        fake.route("POST", "/sse", FakeResponse.sse(frames))
+
+        async def run(http: HttpSession) -> None:
+            async with http.stream("POST", f"{fake.base_url}/sse") as response:
+                async for event in response.events():
+                    if event.event == "error":  # as a runner fails the run on an error frame
+                        raise PlatformError("api_error", event.data)
+
+        with loop_finalized_readers() as finalized:
+            async with HttpSession.open(run_context(), platform="Fake", timeout=30) as http:
+                with pytest.raises(PlatformError, match="Refused"):
+                    await run(http)
+                gc.collect()
+    # without HttpStream.close on the way out, the raise left the whole reader chain to the loop
+    assert finalized == []
+
+
 async def test_a_stream_still_open_after_the_last_frame_is_closed_and_the_run_goes_on() -> None:
     async with FakePlatform() as fake:
         fake.route("POST", "/hold", FakeResponse.sse([sse_frame({"end": True})], hold=True))

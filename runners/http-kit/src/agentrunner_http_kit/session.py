@@ -119,13 +119,13 @@ class HttpStream:
 
     async def finish(self) -> None:
         """Let the body's reader end with the body, if it was left unfinished: read and drop what is left for
-        at most 0.1 s (a platform ends its stream right after its last frame), then close it.
+        at most 0.1 s (a platform ends its stream right after its last frame), then :meth:`close` it.
 
         Why: a reader left open is finalized by the event loop, one task (woken through the loop's self-pipe)
         for each of the ~9 async generators httpx and httpcore stack under it; read to its end, each of them
-        just returns. A stream still open after the wait, or failing, is closed as before: the answer is
-        complete either way. Cancellation propagates. Called by :meth:`HttpSession.stream` on a normal exit."""
-        reader, self._reader = self._reader, None
+        just returns. A stream still open after the wait, or failing, is closed: the answer is complete
+        either way. Cancellation propagates. Called by :meth:`HttpSession.stream` on a normal exit."""
+        reader = self._reader
         if reader is None:
             return
         try:
@@ -135,6 +135,28 @@ class HttpStream:
                 async with asyncio.timeout(_FINISH_SECONDS):
                     async for _ in reader:
                         pass
+        finally:
+            await self.close()
+
+    async def close(self) -> None:
+        """Close the connection and end the body's reader where it stands, if one is still open.
+
+        Why: a reader left suspended (a runner raised on an ``event:error`` frame, or stopped reading) is
+        dropped with the ~9 generators stacked under it, for garbage collection and the loop to finalize one by
+        one; CI once saw that finalization fail ("async generator already executing" in httpx-sse's line
+        reader) after a run failed on an error frame. With the connection closed first, reading on ends each
+        of them (they return or raise), so nothing is left to finalize. Called by :meth:`HttpSession.stream`
+        on every exit."""
+        reader, self._reader = self._reader, None
+        if reader is None:
+            return
+        try:
+            await self.response.aclose()
+            if not (isinstance(reader, types.AsyncGeneratorType) and reader.ag_frame is None):
+                with contextlib.suppress(Exception):
+                    async with asyncio.timeout(_FINISH_SECONDS):
+                        async for _ in reader:
+                            pass
         finally:
             await reader.aclose()
 
@@ -262,13 +284,18 @@ class HttpSession:
                 response = await self.client.send(request, stream=True)
         except httpx.HTTPError as exc:
             raise transport_error(exc, platform=self.platform, redactor=self.redactor) from None
+        opened = HttpStream(self, response)
         try:
-            opened = HttpStream(self, response)
             if check_status and not response.is_success:
                 body = await opened.read_text(limit=_ERROR_BODY_BYTES * 64)
                 raise self.status_error(response.status_code, body[:_ERROR_BODY_BYTES])
             yield opened
             await opened.finish()
+        except BaseException:
+            # The exception in flight is the one to report; a reader failing as it closes says nothing new.
+            with contextlib.suppress(Exception):
+                await opened.close()
+            raise
         finally:
             await response.aclose()
 
