@@ -101,3 +101,50 @@ async def test_on_sqlite_a_start_takes_no_aiosqlite_round_trip(
     facts = await stores.start_run(_reads(), lambda _: run_start("r1", C1, user_turn=item(C1, "hi")))
     assert facts.state == {"conversation": {"turns": 1}}
     assert calls == []
+
+
+async def test_the_loop_read_answers_what_the_starts_own_transaction_reads(stores: HostStores) -> None:
+    """``read_start`` (one statement on the loop, SQLite files) sees the same facts as ``start_run``'s reads:
+    the disable switch, every scope's snapshot in key order within its byte budget, and the positions, with
+    and without each of them."""
+    if stores.engine.dialect.name != "sqlite":
+        pytest.skip("the loop read is SQLite's")
+    runner = StateOwner("runner", (RUNNER, "b1"))
+    owners = {"conversation": OWNER, "runner": runner}
+
+    async def both(reads: StartReads) -> tuple[StartFacts | None, StartFacts]:
+        on_loop = await stores.read_start(reads, event_id=None)
+        own: list[StartFacts] = []
+
+        def refuse(facts: StartFacts) -> RunStart:
+            own.append(facts)
+            raise _Refused("read only")
+
+        with pytest.raises(_Refused, match="read only"):
+            await stores.start_run(reads, refuse)
+        return on_loop, own[0]
+
+    every = [
+        StartReads(runner_id=RUNNER),
+        StartReads(runner_id=RUNNER, state_owners=owners),
+        StartReads(runner_id=RUNNER, conversation=C1),
+        StartReads(runner_id=RUNNER, state_owners=owners, conversation=C1),
+    ]
+    for reads in every:  # nothing stored yet
+        on_loop, own = await both(reads)
+        assert on_loop == own
+    await stores.runs.start(run_start("r1", C1, user_turn=item(C1, "earlier")))
+    for n, key in enumerate(["b", "a", "c", "zz"]):
+        await stores.state.set(OWNER, key, n, runner_id=RUNNER)
+    await stores.state.set(runner, "big", "x" * 70_000, runner_id=RUNNER)  # past the snapshot's budget
+    await stores.state.set(runner, "small", [1, 2], runner_id=RUNNER)
+    await stores.controls.disable(RUNNER, reason="maintenance", by="test")
+    for reads in every:
+        on_loop, own = await both(reads)
+        assert on_loop == own
+    on_loop, _ = await both(every[-1])
+    assert on_loop is not None
+    assert on_loop.control is not None and on_loop.control.reason == "maintenance"
+    assert list(on_loop.state["conversation"]) == ["a", "b", "c", "zz"]
+    assert on_loop.state["runner"] == {"small": [1, 2]}
+    assert on_loop.transcript_seq == 1

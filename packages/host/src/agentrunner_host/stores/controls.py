@@ -19,7 +19,7 @@ from agentrunner_host.stores.tables import RunnerControlRow
 from ._compiled import hot
 from ._sql import insert_for
 
-__all__ = ["RunnerControl", "RunnerControlStore", "read_control"]
+__all__ = ["CONTROLS", "RunnerControl", "RunnerControlStore", "read_control"]
 
 CONTROLS: Final = cast(Table, RunnerControlRow.__table__)
 MAX_REASON_CHARS: Final = 1000

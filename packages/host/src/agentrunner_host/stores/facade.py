@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, cast
 
-from sqlalchemy import String, bindparam, select
+from sqlalchemy import BigInteger, Label, Select, String, bindparam, literal_column, null, select, union_all
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from agentrunner_host.access import ConversationKey, StateOwner
@@ -19,7 +19,7 @@ from ._sql import main_line
 from .agents import AgentStore
 from .artifacts import ArtifactStore
 from .audit import AuditLog
-from .controls import RunnerControl, RunnerControlStore, read_control
+from .controls import CONTROLS, RunnerControl, RunnerControlStore, read_control
 from .events import EventLog
 from .host_requests import HostRequestStore
 from .hosts import HostStore
@@ -27,7 +27,7 @@ from .idempotency import IdempotencyStore
 from .journal import DEFAULT_FLUSH_WINDOW
 from .records import EVENTS, ITEMS
 from .runs import RunStart, RunStore, StartPlan
-from .state import StateStore
+from .state import SNAPSHOT_KEYS_PER_SCOPE, SNAPSHOT_SIZE_ROWS, StateStore, snapshot_owners, snapshot_values
 from .storage import DEFAULT_STORAGE_MAX_BYTES, StorageStore
 from .transcript import Transcript
 
@@ -38,23 +38,58 @@ ARTIFACTS_DIR_NAME = "artifacts"
 
 _CONVERSATION: Final = bindparam("conversation_id", type_=String())
 _THREAD: Final = bindparam("thread_id", type_=String())
-# Built once (a run start reads it): the newest transcript seq and event seq of one thread, one round trip.
-_POSITIONS: Final = hot(
-    select(
-        select(ITEMS.c.seq)
-        .where(ITEMS.c.conversation_id == _CONVERSATION, ITEMS.c.thread_id == _THREAD)
-        .order_by(ITEMS.c.seq.desc())
-        .limit(1)
-        .scalar_subquery(),
-        select(EVENTS.c.seq)
-        .where(
-            EVENTS.c.conversation_id == _CONVERSATION, EVENTS.c.thread_id == _THREAD, EVENTS.c.kind == "event"
-        )
-        .order_by(EVENTS.c.seq.desc())
-        .limit(1)
-        .scalar_subquery(),
-    )
+_TRANSCRIPT_SEQ: Final = (
+    select(ITEMS.c.seq)
+    .where(ITEMS.c.conversation_id == _CONVERSATION, ITEMS.c.thread_id == _THREAD)
+    .order_by(ITEMS.c.seq.desc())
+    .limit(1)
+    .scalar_subquery()
 )
+_EVENT_SEQ: Final = (
+    select(EVENTS.c.seq)
+    .where(EVENTS.c.conversation_id == _CONVERSATION, EVENTS.c.thread_id == _THREAD, EVENTS.c.kind == "event")
+    .order_by(EVENTS.c.seq.desc())
+    .limit(1)
+    .scalar_subquery()
+)
+# Built once (a run start reads it): the newest transcript seq and event seq of one thread, one round trip.
+_POSITIONS: Final = hot(select(_TRANSCRIPT_SEQ, _EVENT_SEQ))
+_CONTROL_PART, _POSITIONS_PART, _SIZES_PART = 0, 1, 2
+
+
+def _part(tag: int) -> Label[int]:
+    return literal_column(str(tag), BigInteger()).label("part")
+
+
+def _start_read(*, sizes: bool, positions: bool) -> Select[int, object, object, object]:
+    """A start's reads on the loop as one statement (one cursor and one pass of the compiled path instead of
+    one per read): rows of (part, a, b, c): the runner's control (reason, disabled_by, disabled_at), the
+    conversation's positions (transcript seq, event seq) and the snapshot's candidate keys (owner hash, key,
+    size), in that order, each owner's keys in key order."""
+    parts: list[Select[int, object, object, object]] = [
+        select(
+            _part(_CONTROL_PART),
+            CONTROLS.c.reason,
+            CONTROLS.c.disabled_by,
+            CONTROLS.c.disabled_at,
+        ).where(CONTROLS.c.runner_id == bindparam("runner_id"))
+    ]
+    if positions:
+        parts.append(select(_part(_POSITIONS_PART), _TRANSCRIPT_SEQ, _EVENT_SEQ, null()))
+    if sizes:
+        sized = SNAPSHOT_SIZE_ROWS.subquery()
+        parts.append(select(_part(_SIZES_PART), sized.c.owner_hash, sized.c.key, sized.c.size))
+    rows = union_all(*parts).subquery()
+    part, a, b, _c = rows.c
+    return select(*rows.c).order_by(part, a, b)
+
+
+# Built once each (hot: the compiled path knows them by identity), by (snapshot sizes read, positions read).
+_START_READS: Final = {
+    (sizes, positions): hot(_start_read(sizes=sizes, positions=positions))
+    for sizes in (False, True)
+    for positions in (False, True)
+}
 
 
 async def _read_positions(
@@ -63,6 +98,45 @@ async def _read_positions(
     params = {"conversation_id": conversation.conversation_id, "thread_id": main_line(conversation.thread_id)}
     row = (await conn.execute(_POSITIONS, params)).one()
     return row[0], row[1]
+
+
+async def _read_folded(
+    conn: AsyncConnection,
+    reads: StartReads,
+    owners: Mapping[str, StateOwner] | None,
+    conversation: ConversationKey | None,
+) -> StartFacts:
+    """What :meth:`HostStores.read_start` reads, in one statement (:func:`_start_read`; the snapshot's values,
+    when any fit, in a second): the snapshot's keys without a lifetime rule."""
+    params: dict[str, object] = {"runner_id": reads.runner_id}
+    by_hash: dict[str, str] = {}
+    if owners:
+        by_hash = snapshot_owners(owners)
+        params["owners"] = list(by_hash)
+        params["per_scope"] = SNAPSHOT_KEYS_PER_SCOPE
+    if conversation is not None:
+        params["conversation_id"] = conversation.conversation_id
+        params["thread_id"] = main_line(conversation.thread_id)
+    statement = _START_READS[owners is not None, conversation is not None]
+    control: RunnerControl | None = None
+    latest: int | None = None
+    event_seq: int | None = None
+    sized: list[tuple[str, str, int]] = []
+    for part, a, b, c in await conn.execute(statement, params):
+        # the columns' types are the part's own (see _start_read)
+        if part == _SIZES_PART:
+            sized.append((cast(str, a), cast(str, b), cast(int, c)))
+        elif part == _CONTROL_PART:
+            control = RunnerControl(
+                runner_id=reads.runner_id,
+                reason=cast(str, a),
+                disabled_by=cast("str | None", b),
+                disabled_at=cast(int, c),
+            )
+        else:
+            latest, event_seq = cast("int | None", a), cast("int | None", b)
+    snapshot = await snapshot_values(conn, owners, by_hash, sized) if owners else {}
+    return StartFacts(control=control, state=snapshot, transcript_seq=latest, event_seq=event_seq)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -209,6 +283,8 @@ class HostStores:
         async def read(conn: AsyncConnection) -> tuple[StartFacts | None]:
             if event_id is not None and await known_events(conn, [event_id]):
                 return (None,)
+            if not (owners and state.expires):
+                return (await _read_folded(conn, reads, owners or None, conversation),)
             control = await read_control(conn, reads.runner_id)
             snapshot = await state.read_snapshot(conn, owners) if owners else {}
             latest, event_seq = (None, None)

@@ -8,6 +8,7 @@ for the primary key. Writes are single statements (``INSERT ... ON CONFLICT DO U
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -43,6 +44,7 @@ from .errors import InvalidValueError, StateVersionConflict, ValueTooLargeError
 __all__ = [
     "MAX_JSON_DEPTH",
     "MAX_STATE_KEY_CHARS",
+    "SNAPSHOT_SIZE_ROWS",
     "StateItem",
     "StateKey",
     "StateStore",
@@ -51,6 +53,8 @@ __all__ = [
     "apply_state_writes",
     "encode_state_value",
     "owner_text",
+    "snapshot_owners",
+    "snapshot_values",
 ]
 
 MAX_STATE_KEY_CHARS: Final = 200
@@ -72,11 +76,16 @@ _RANKED: Final = (
     .where(STATE.c.owner_hash.in_(bindparam("owners", expanding=True)))
     .subquery()
 )
-_SNAPSHOT_SIZES: Final = hot(
-    select(_RANKED.c.owner_hash, _RANKED.c.key, _RANKED.c.size)
-    .where(_RANKED.c.rank <= bindparam("per_scope"))
-    .order_by(_RANKED.c.owner_hash, _RANKED.c.key)
+SNAPSHOT_SIZE_ROWS: Final = select(_RANKED.c.owner_hash, _RANKED.c.key, _RANKED.c.size).where(
+    _RANKED.c.rank <= bindparam("per_scope")
 )
+"""The snapshot's candidate keys (at most ``per_scope`` per owner, by key) and their sizes, unordered, with no
+lifetime rule (parameters ``owners``, ``per_scope``): a run's start folds it into its one read."""
+SNAPSHOT_KEYS_PER_SCOPE: Final = 64
+"""Keys a snapshot inlines per scope at most."""
+SNAPSHOT_MAX_BYTES: Final = 64 * 1024
+"""Bytes of values a snapshot inlines at most."""
+_SNAPSHOT_SIZES: Final = hot(SNAPSHOT_SIZE_ROWS.order_by(_RANKED.c.owner_hash, _RANKED.c.key))
 
 
 def _snapshot_sizes(alive: ColumnElement[bool]) -> Select[str, str, int]:
@@ -159,6 +168,17 @@ class StateKey:
 def owner_text(owner: StateOwner) -> str:
     """The canonical text of an owner."""
     return canonical([owner.scope, *owner.parts])
+
+
+@functools.lru_cache(maxsize=4096)
+def _owner_hash(owner: StateOwner) -> str:
+    # a binding's runs ask for the same few owners at every start: a look-up instead of a dump and a hash
+    return digest(owner_text(owner))
+
+
+def snapshot_owners(owners: Mapping[str, StateOwner]) -> dict[str, str]:
+    """The owner hash of each scope of a snapshot (hash → scope name), in the caller's order."""
+    return {_owner_hash(owner): name for name, owner in owners.items()}
 
 
 def _check_json(value: Any, depth: int = 0) -> None:
@@ -517,44 +537,32 @@ class StateStore:
                 conn, owners, max_keys_per_scope=max_keys_per_scope, max_bytes=max_bytes
             )
 
+    @property
+    def expires(self) -> bool:
+        """Some keys expire (a lifetime rule is set): the snapshot's reads depend on the time, so the prebuilt
+        :data:`SNAPSHOT_SIZE_ROWS` does not serve."""
+        return bool(self.ttl)
+
     async def read_snapshot(
         self,
         conn: AsyncConnection,
         owners: Mapping[str, StateOwner],
         *,
-        max_keys_per_scope: int = 64,
-        max_bytes: int = 64 * 1024,
+        max_keys_per_scope: int = SNAPSHOT_KEYS_PER_SCOPE,
+        max_bytes: int = SNAPSHOT_MAX_BYTES,
     ) -> dict[str, dict[str, Any]]:
         """:meth:`snapshot` on *conn*, statements only (a run's start reads it inside its own transaction).
         State updates still queued with results are not waited for: the caller settles them first."""
-        out: dict[str, dict[str, Any]] = {name: {} for name in owners}
         if not owners or max_bytes <= 0:
-            return out
-        by_hash = {digest(owner_text(owner)): name for name, owner in owners.items()}
+            return {name: {} for name in owners}
+        by_hash = snapshot_owners(owners)
         condition = self.ttl.alive(now_ms())
         # Without a lifetime rule the prebuilt statement serves; with one the cutoffs depend on the time.
         sizes_stmt = _SNAPSHOT_SIZES if condition is None else _snapshot_sizes(condition)
         sized = (
             await conn.execute(sizes_stmt, {"owners": list(by_hash), "per_scope": max(0, max_keys_per_scope)})
         ).all()
-        if not sized:
-            return out
-        rows_by_owner: dict[str, list[tuple[str, int]]] = {}
-        for owner_hash, key, size in sized:
-            rows_by_owner.setdefault(owner_hash, []).append((key, size))
-        budget = max_bytes
-        chosen: dict[str, list[str]] = {}
-        # scopes are filled in the caller's order, so the byte budget favours the first ones
-        for owner_hash in by_hash:
-            for key, size in rows_by_owner.get(owner_hash, []):
-                if size <= budget:
-                    chosen.setdefault(owner_hash, []).append(key)
-                    budget -= size
-        for owner_hash, keys in chosen.items():
-            rows = await conn.execute(_SNAPSHOT_VALUES, {"owner": owner_hash, "keys": keys})
-            values = {key: codec.loads(value) for key, value in rows}
-            out[by_hash[owner_hash]] = {key: values[key] for key in keys if key in values}
-        return out
+        return await snapshot_values(conn, owners, by_hash, sized, max_bytes=max_bytes)
 
     async def sweep_expired(self, now: int | None = None) -> int:
         """Delete every value expired at *now* (epoch ms); returns how many."""
@@ -566,3 +574,35 @@ class StateStore:
             return (await conn.execute(delete(STATE).where(not_(alive)))).rowcount
 
         return await self._db.transact(work)
+
+
+async def snapshot_values(
+    conn: AsyncConnection,
+    owners: Mapping[str, StateOwner],
+    by_hash: Mapping[str, str],
+    sized: Sequence[tuple[str, str, int]],
+    *,
+    max_bytes: int = SNAPSHOT_MAX_BYTES,
+) -> dict[str, codec.JsonObject]:
+    """The snapshot of *owners* by scope name, from their candidate keys *sized* (owner hash, key, size; each
+    owner's in key order; *by_hash* is :func:`snapshot_owners` of them): the values that fit *max_bytes*, read
+    on *conn*."""
+    out: dict[str, codec.JsonObject] = {name: {} for name in owners}
+    if not sized:
+        return out
+    rows_by_owner: dict[str, list[tuple[str, int]]] = {}
+    for owner_hash, key, size in sized:
+        rows_by_owner.setdefault(owner_hash, []).append((key, size))
+    budget = max_bytes
+    chosen: dict[str, list[str]] = {}
+    # scopes are filled in the caller's order, so the byte budget favours the first ones
+    for owner_hash in by_hash:
+        for key, size in rows_by_owner.get(owner_hash, []):
+            if size <= budget:
+                chosen.setdefault(owner_hash, []).append(key)
+                budget -= size
+    for owner_hash, keys in chosen.items():
+        rows = await conn.execute(_SNAPSHOT_VALUES, {"owner": owner_hash, "keys": keys})
+        values = {key: codec.loads(value) for key, value in rows}
+        out[by_hash[owner_hash]] = {key: values[key] for key in keys if key in values}
+    return out
