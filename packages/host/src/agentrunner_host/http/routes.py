@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Final, TypeVar
 from urllib.parse import quote
 
-from agentrunner import AgentInput, DeliveryContext, InvalidRunnerIdError, RunnerId
+from agentrunner import AgentInput, InvalidRunnerIdError, RunnerId
 from agentrunner import codec as json
 from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
@@ -171,7 +171,12 @@ def _int_query(request: Request, name: str, default: int, *, low: int, high: int
 
 
 def _bool_query(request: Request, name: str) -> bool:
-    raw = _query(request).get(name)
+    return _flag(_query(request), name)
+
+
+def _flag(query: Mapping[str, str], name: str) -> bool:
+    """The boolean query parameter *name* of the parsed *query* (absent: false)."""
+    raw = query.get(name)
     if raw is None:
         return False
     lowered = raw.lower()
@@ -215,25 +220,31 @@ def _event_stream(
 
 
 def _envelope(sub: EventSubmission, *, streaming: bool) -> AgentEventEnvelope:
-    user_input = AgentInput(text=sub.text) if sub.text is not None else sub.input or AgentInput()
+    user_input: AgentInput | dict[str, object] = (
+        {"text": sub.text} if sub.text is not None else sub.input or {}
+    )
     try:
-        return AgentEventEnvelope(
-            event_id=sub.event_id or "evt_" + ordered_hex(),
-            event_type=sub.event_type,
-            event_time=sub.event_time,
-            source="api",
-            conversation_id=sub.conversation_id,
-            thread_id=sub.thread_id,
-            bot_id=sub.bot_id,
-            workspace_id=sub.workspace_id,
-            actor=sub.actor,
-            subject=sub.subject,
-            input=user_input,
-            delivery=DeliveryContext(surface="api", supports_streaming=streaming),
-            data=sub.data,
-            params=sub.params,
-            locale=sub.locale,
-            timezone=sub.timezone,
+        # One validation of the nested document (the input and the delivery context as dicts): a
+        # constructor per part cost a Python __init__ and a validator call each.
+        return AgentEventEnvelope.model_validate(
+            {
+                "event_id": sub.event_id or "evt_" + ordered_hex(),
+                "event_type": sub.event_type,
+                "event_time": sub.event_time,
+                "source": "api",
+                "conversation_id": sub.conversation_id,
+                "thread_id": sub.thread_id,
+                "bot_id": sub.bot_id,
+                "workspace_id": sub.workspace_id,
+                "actor": sub.actor,
+                "subject": sub.subject,
+                "input": user_input,
+                "delivery": {"surface": "api", "supports_streaming": streaming},
+                "data": sub.data,
+                "params": sub.params,
+                "locale": sub.locale,
+                "timezone": sub.timezone,
+            }
         )
     except ValidationError as exc:
         raise ApiError(422, "invalid_request", _describe(exc)) from None
@@ -243,8 +254,9 @@ async def submit_event(request: Request) -> Response:
     """``POST /v1/events``."""
     service = _service(request)
     sub = await _body(request, EventSubmission)
-    stream = _wants_stream(request)
-    wait = _bool_query(request, "wait")
+    query = _query(request)  # parsed once for both flags
+    stream = _flag(query, "stream") or "text/event-stream" in request.headers.get("accept", "")
+    wait = _flag(query, "wait")
     if stream and wait:
         raise ApiError(422, "invalid_request", "choose either stream or wait")
     event = _envelope(sub, streaming=stream)
