@@ -9,7 +9,6 @@ back-call of the run. Nothing recomputes authorization at call time.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import time
 from collections.abc import Mapping
@@ -23,7 +22,6 @@ from agentrunner import (
     FileResource,
     KnowledgeBaseResource,
     ModelResource,
-    StorageResource,
     ToolResource,
 )
 from agentrunner import codec as json
@@ -75,23 +73,31 @@ class AuthorizationSnapshot(BaseModel):
     deadline_at: float
     issued_at: float
 
+    # The digest, the JSON and the access view are made once per snapshot (it is frozen) and kept in the
+    # instance's dict under these names (model_copy drops them), looked up by hand: functools.cached_property
+    # took a lock at each first use, three per run start.
+
     def digest(self) -> str:
         """``sha256:<hex>`` of the canonical JSON of the snapshot."""
-        return self._digest
+        cache = vars(self)
+        found: str | None = cache.get("_digest")
+        if found is None:
+            # a run start asks for it three times: one dump and one hash
+            found = cache["_digest"] = (
+                "sha256:" + hashlib.sha256(json.dumps_canonical(self.as_json())).hexdigest()
+            )
+        return found
 
     def as_json(self) -> json.JsonObject:
         """``model_dump(mode="json")``, made once: read it, never change it (the digest is its hash)."""
-        return self._json
-
-    @functools.cached_property
-    def _digest(self) -> str:
-        # frozen: computed once (a run start asked for it three times, a dump and a hash each)
-        return "sha256:" + hashlib.sha256(json.dumps_canonical(self._json)).hexdigest()
-
-    @functools.cached_property
-    def _json(self) -> json.JsonObject:
-        # frozen: dumped once for the digest, the event log's copy and the context's resource hashes
-        dumped: json.JsonObject = self.model_dump(mode="json")
+        cache = vars(self)
+        found: json.JsonObject | None = cache.get("_json")
+        if found is not None:
+            return found
+        # for the digest, the event log's copy and the context's resource hashes; the serializer itself, as
+        # model_dump calls it with its defaults
+        dumped: json.JsonObject = self.__pydantic_serializer__.to_python(self, mode="json")
+        cache["_json"] = dumped
         return dumped
 
     def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
@@ -105,11 +111,14 @@ class AuthorizationSnapshot(BaseModel):
     def access(self) -> RunAccess:
         """The data-scoping view of this snapshot, made once: read it, never change it (the run's start, its
         dispatcher registration and its stores share it)."""
-        return self._access
+        cache = vars(self)
+        found: RunAccess | None = cache.get("_access")
+        if found is None:
+            # a run start asks for it four times, each would build its sets, dicts and owner objects
+            found = cache["_access"] = self._make_access()
+        return found
 
-    @functools.cached_property
-    def _access(self) -> RunAccess:
-        # frozen: a run start asked for it four times, each building its sets, dicts and owner objects
+    def _make_access(self) -> RunAccess:
         conversation = (
             ConversationKey(self.conversation_id, self.thread_id, self.workspace_id)
             if self.conversation_id
@@ -264,57 +273,61 @@ class SnapshotBuilder:
         if caps.platform_api:
             platform_actions = tuple(a for a in perms.platform_api if a in policy.platform_actions)
 
-        apis = ContextAPICapabilities(
-            history_page=history_ok and "page" in perms.history,
-            history_search=history_ok and "search" in perms.history,
-            event_get=history_ok and "get" in perms.events,
-            event_page=history_ok and "page" in perms.events,
-            artifact_metadata="metadata" in perms.artifacts,
-            artifact_read="read" in perms.artifacts,
-            state=bool(state_owners),
-            state_scopes=[s for s in dict.fromkeys(binding.state_policy.scopes) if s in state_owners],
-            storage=bool(storage_owners),
-            prompt_get=False,
-        )
-        resources = AgentResources(
-            models=models,
-            tools=tools,
-            knowledge_bases=kbs,
-            files=files,
-            storage=StorageResource(
-                plugin_storage="plugin" in storage_owners,
-                workspace_storage="workspace" in storage_owners,
-                binding_storage="binding" in storage_owners,
-            ),
-            platform_capabilities=dict(event.delivery.platform_capabilities),
-        )
+        apis: dict[str, object] = {
+            "history_page": history_ok and "page" in perms.history,
+            "history_search": history_ok and "search" in perms.history,
+            "event_get": history_ok and "get" in perms.events,
+            "event_page": history_ok and "page" in perms.events,
+            "artifact_metadata": "metadata" in perms.artifacts,
+            "artifact_read": "read" in perms.artifacts,
+            "state": bool(state_owners),
+            "state_scopes": [s for s in dict.fromkeys(binding.state_policy.scopes) if s in state_owners],
+            "storage": bool(storage_owners),
+            "prompt_get": False,
+        }
+        resources: dict[str, object] = {
+            "models": models,
+            "tools": tools,
+            "knowledge_bases": kbs,
+            "files": files,
+            "storage": {
+                "plugin_storage": "plugin" in storage_owners,
+                "workspace_storage": "workspace" in storage_owners,
+                "binding_storage": "binding" in storage_owners,
+            },
+            "platform_capabilities": dict(event.delivery.platform_capabilities),
+        }
         timeout = min(binding.run_policy.timeout_seconds, self.max_timeout_seconds)
         artifact_ids = tuple(dict.fromkeys([*(f.artifact.artifact_id for f in files), *extra_artifact_ids]))
-        return AuthorizationSnapshot(
-            run_id=run_id,
-            runner_id=descriptor.runner_id,
-            plugin_id=descriptor.plugin_id,
-            binding_id=binding.binding_id,
-            event_id=event.event_id,
-            event_type=event.event_type,
-            workspace_id=event.workspace_id,
-            conversation_id=conversation_id,
-            thread_id=event.thread_id,
-            capabilities=caps,
-            permissions=perms,
-            resources=resources,
-            available_apis=apis,
-            state_owners=state_owners,
-            storage_owners=storage_owners,
-            readable_conversations=readable,
-            platform_actions=platform_actions,
-            action_approval=policy.action_approval,
-            artifact_ids=artifact_ids,
-            dangerous_tools=dangerous,
-            withheld_tools=withheld,
-            run_policy=binding.run_policy,
-            deadline_at=now + timeout,
-            issued_at=now,
+        # One validation of the nested document: a constructor per part (the APIs, the storage, the resources,
+        # the snapshot) cost a Python __init__ and a validator call each.
+        return AuthorizationSnapshot.model_validate(
+            {
+                "run_id": run_id,
+                "runner_id": descriptor.runner_id,
+                "plugin_id": descriptor.plugin_id,
+                "binding_id": binding.binding_id,
+                "event_id": event.event_id,
+                "event_type": event.event_type,
+                "workspace_id": event.workspace_id,
+                "conversation_id": conversation_id,
+                "thread_id": event.thread_id,
+                "capabilities": caps,
+                "permissions": perms,
+                "resources": resources,
+                "available_apis": apis,
+                "state_owners": state_owners,
+                "storage_owners": storage_owners,
+                "readable_conversations": readable,
+                "platform_actions": platform_actions,
+                "action_approval": policy.action_approval,
+                "artifact_ids": artifact_ids,
+                "dangerous_tools": dangerous,
+                "withheld_tools": withheld,
+                "run_policy": binding.run_policy,
+                "deadline_at": now + timeout,
+                "issued_at": now,
+            }
         )
 
 
