@@ -99,9 +99,14 @@ class EventSubmission(_Body):
     """Who caused the event."""
     subject: SubjectContext | None = None
     """What it is about."""
-    data: dict[str, JsonValue] = {}
+    # default factories, not ``{}`` defaults: validation deep-copied a mutable default at every submission
+    data: dict[str, JsonValue] = Field(
+        default_factory=dict[str, JsonValue], json_schema_extra={"default": {}}
+    )
     """Structured event data."""
-    params: dict[str, JsonValue] = {}
+    params: dict[str, JsonValue] = Field(
+        default_factory=dict[str, JsonValue], json_schema_extra={"default": {}}
+    )
     """Entry parameters."""
     locale: str | None = Field(default=None, max_length=35)
     """User locale."""
