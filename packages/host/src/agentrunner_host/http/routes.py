@@ -12,7 +12,7 @@ from urllib.parse import quote
 from agentrunner import AgentInput, InvalidRunnerIdError, RunnerId
 from agentrunner import codec as json
 from pydantic import BaseModel, ValidationError
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 
 from agentrunner_host.access import ConversationKey
@@ -112,14 +112,29 @@ async def _body(request: Request, model: type[M]) -> M:
     chunks: list[bytes] = []
     size = 0
     timeout: float = getattr(request.app.state, "body_timeout", _BODY_TIMEOUT_SECONDS)
+    receive = request.receive
     try:
         # A client trickling its body must not hold a handler (and a connection slot) forever.
         async with asyncio.timeout(timeout):
-            async for chunk in request.stream():
-                size += len(chunk)
-                if size > MAX_BODY_BYTES:
-                    raise ApiError(413, "payload_too_large", f"the body exceeds {MAX_BODY_BYTES} bytes")
-                chunks.append(chunk)
+            # The ASGI messages read here as Request.stream reads them (the handler's request is new: nothing
+            # read its body before), without an async generator per request (each is registered with the
+            # loop's asyncgen hooks and dropped again).
+            while True:
+                message = await receive()
+                kind = message["type"]
+                if kind == "http.request":
+                    chunk: bytes = message.get("body", b"")
+                    if chunk:
+                        size += len(chunk)
+                        if size > MAX_BODY_BYTES:
+                            raise ApiError(
+                                413, "payload_too_large", f"the body exceeds {MAX_BODY_BYTES} bytes"
+                            )
+                        chunks.append(chunk)
+                    if not message.get("more_body", False):
+                        break
+                elif kind == "http.disconnect":
+                    raise ClientDisconnect
     except TimeoutError:
         raise ApiError(408, "request_timeout", f"the body did not arrive within {timeout:g} s") from None
     raw = b"".join(chunks)
