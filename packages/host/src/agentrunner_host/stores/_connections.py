@@ -12,15 +12,18 @@ Serialization failures, deadlocks and unique violations from racing inserts are 
 Batches of the hot path (the journal: live results, state updates and run ends) take one thread hop per
 transaction on SQLite instead of several per statement: :meth:`Database.transact_batch` runs the whole
 transaction on a dedicated writer thread with a plain ``sqlite3`` connection under SQLAlchemy Core (same
-statements, same types), still under the process's one write lock. On PostgreSQL the same two hot transactions (run starts and the
-journal) are each one statement run alone in autocommit (:meth:`Database.execute_alone`, built by
-:mod:`._pg_batch`): one round trip instead of one per statement plus ``BEGIN`` and ``COMMIT``.
+statements, same types), still under the process's one write lock; a journal batch is committed on the
+event loop's own thread instead when nothing else waits for that thread (see :mod:`._inline`). On
+PostgreSQL the same two hot transactions (run starts and the journal) are each one statement run alone in
+autocommit (:meth:`Database.execute_alone`, built by :mod:`._pg_batch`): one round trip instead of one per
+statement plus ``BEGIN`` and ``COMMIT``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import sqlite3
 import threading
@@ -40,11 +43,14 @@ from sqlalchemy.pool import QueuePool, StaticPool
 from agentrunner_host.stores.engine import SQLITE_BEGIN_OPTION, SQLITE_BUSY_TIMEOUT_MS
 
 from ._compiled import CompiledWrites
+from ._inline import InlineCommits, checkpoint, loop_idle
 from ._loop_reads import LoopReader, loop_reader_for
 
 __all__ = ["Database", "RetryTransaction", "now_ms"]
 
 T = TypeVar("T")
+
+log = logging.getLogger("agentrunner.host.stores")
 
 # sqlite3 binds int, float and str as they are but adapts every other value, None included: a registry look-up
 # that misses, then a failed attribute look-up on its protocol type that formats an AttributeError message
@@ -103,6 +109,13 @@ class Database:
         """Point reads on the event loop's thread (SQLite files only; see :mod:`._loop_reads`)."""
         self._loop_conn: Connection | None = None
         self._loop_writes: CompiledWrites | None = None
+        self._checkpointing: asyncio.Task[None] | None = None
+        self.inline: InlineCommits | None = (
+            None
+            if self.loop_reader is None
+            else InlineCommits(self.loop_reader.path, on_connect=_writer_pragmas, forward=self._forwarding)
+        )
+        """Batches committed on the event loop's thread when it is idle (SQLite files; see :mod:`._inline`)."""
 
     @property
     def is_sqlite(self) -> bool:
@@ -142,21 +155,34 @@ class Database:
             await asyncio.sleep(0.001 * (attempt + 1))
         raise AssertionError("unreachable")
 
-    async def transact_batch(self, work: Callable[[AsyncConnection, bool], Awaitable[T]]) -> T:
+    async def transact_batch(
+        self, work: Callable[[AsyncConnection, bool], Awaitable[T]], *, inline: bool = False
+    ) -> T:
         """:meth:`transact_optimistic` for work that only executes statements: on SQLite the whole transaction
         (every statement, the commit, a careful retry) runs in one hop to the writer thread. *work* is
         written against :class:`AsyncConnection` but is given a synchronous connection behind the same
-        ``execute``; it must await nothing else (it is driven without an event loop)."""
+        ``execute``; it must await nothing else (it is driven without an event loop).
+
+        *inline*: the transaction may instead run right here, on the loop's thread, when nothing else waits
+        for that thread and SQLite would not make it wait (see :mod:`._inline`); otherwise, as before."""
         if not self.is_sqlite:
             return await self.transact_optimistic(work)
+        if (
+            inline
+            and self.inline is not None
+            and not self._lock.locked()
+            and not self._closed
+            and loop_idle()
+        ):
+            done = self._batch_inline(self.inline, work)
+            if done is not None:
+                return done[0]
         for attempt in range(_ATTEMPTS):
             try:
                 async with self._lock:
                     if self._closed:
                         raise RuntimeError("the stores are closed")
-                    if self._batch_thread is None:
-                        self._batch_thread = _WriterThread("agentrunner-sqlite-batch")
-                    return await self._batch_thread.call(lambda: self._run_batch(work))
+                    return await self._writer_thread().call(lambda: self._run_batch(None, work))
             except DBAPIError as exc:
                 if attempt == _ATTEMPTS - 1 or not self._retryable(exc):
                     raise
@@ -232,19 +258,74 @@ class Database:
         self._loop_conn = engine.connect()
         return self._loop_conn
 
-    def _run_batch(self, work: Callable[[AsyncConnection, bool], Awaitable[T]]) -> T:
-        conn = self._batch_connection()
+    def _batch_inline(
+        self, inline: InlineCommits, work: Callable[[AsyncConnection, bool], Awaitable[T]]
+    ) -> tuple[T] | None:
+        """*work* committed on the loop's thread now (the caller checked that the loop and the writer are
+        idle), or ``None`` when SQLite reported the database busy or locked (rolled back: the writer thread
+        runs it, waiting for the lock). Its other errors are raised as the writer thread's path raises them.
+        The write lock is not taken: nothing else runs on the loop until this returns."""
+        try:
+            result = self._run_batch(inline, work)
+        except DBAPIError as exc:
+            if self._retryable(exc):
+                return None
+            raise
+        if inline.committed() and (self._checkpointing is None or self._checkpointing.done()):
+            self._checkpointing = asyncio.get_running_loop().create_task(
+                self._checkpoint(inline), name="agentrunner-sqlite-checkpoint"
+            )
+        return (result,)
+
+    async def _checkpoint(self, inline: InlineCommits) -> None:
+        """What the loop's connection never checkpoints itself, the writer thread does, under the write lock:
+        no commit runs meanwhile, so the checkpoint can copy the whole WAL and the next writer starts it
+        over (a checkpoint racing the loop's commits never caught up with them: the WAL only grew)."""
+        async with self._lock:
+            if self._closed:
+                return
+            try:
+                frames = await self._writer_thread().call(
+                    lambda: checkpoint(
+                        cast(sqlite3.Connection, self._batch_connection().connection.dbapi_connection)
+                    )
+                )
+            except Exception as exc:  # as SQLite's own automatic checkpoint, a failed one is no write's error
+                log.warning("SQLite checkpoint failed: %s", exc)
+                return
+            inline.checkpointed(frames)
+
+    def _writer_thread(self) -> _WriterThread:
+        if self._batch_thread is None:
+            self._batch_thread = _WriterThread("agentrunner-sqlite-batch")
+        return self._batch_thread
+
+    def _run_batch(
+        self, inline: InlineCommits | None, work: Callable[[AsyncConnection, bool], Awaitable[T]]
+    ) -> T:
+        """*work* in one transaction with a careful retry, on the writer thread's connection (*inline*:
+        ``None``) or on the loop's."""
+        if inline is None:
+            conn = self._batch_connection()
+            writes = self._batch_writes
+        else:
+            conn = inline.connection()
+            writes = inline.writes
         careful = False
         while True:
             try:
-                return self._in_transaction(conn, work, careful)
+                return self._in_transaction(conn, writes, work, careful)
             except IntegrityError:
                 if careful:
                     raise
                 careful = True
 
     def _in_transaction(
-        self, conn: Connection, work: Callable[[AsyncConnection, bool], Awaitable[T]], careful: bool
+        self,
+        conn: Connection,
+        writes: CompiledWrites | None,
+        work: Callable[[AsyncConnection, bool], Awaitable[T]],
+        careful: bool,
     ) -> T:
         """*work* between ``BEGIN IMMEDIATE`` and ``COMMIT`` sent on the driver itself: SQLAlchemy's
         ``Transaction`` around them took about an eighth of this thread's CPU per echo request (cProfile on
@@ -263,7 +344,7 @@ class Database:
                 "BEGIN IMMEDIATE", (), exc, sqlite3.Error, hide_parameters=True
             ) from exc
         try:
-            result = _drive(work(_SyncExecutor(conn, self._batch_writes), careful))  # pyright: ignore[reportArgumentType]
+            result = _drive(work(_SyncExecutor(conn, writes), careful))  # pyright: ignore[reportArgumentType]
         except BaseException:
             if conn.in_transaction():
                 conn.rollback()
@@ -290,13 +371,21 @@ class Database:
 
         def on_connect(dbapi_connection: Any, _record: Any) -> None:
             dbapi_connection.isolation_level = None  # transactions are begun below, as the async writer does
-            cursor = dbapi_connection.cursor()
-            try:
-                cursor.execute("PRAGMA synchronous=NORMAL")
-                cursor.execute("PRAGMA foreign_keys=ON")
-                cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
-            finally:
-                cursor.close()
+            _writer_pragmas(dbapi_connection)
+            dbapi_connection.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+
+        event.listen(engine, "connect", on_connect)
+        self._batch_engine = engine
+        self._batch_writes = self._forwarding(engine)
+        self._batch_conn = engine.connect()
+        return self._batch_conn
+
+    def _forwarding(self, engine: Engine) -> CompiledWrites:
+        """Make *engine* (a synchronous writer's, before its first connect) begin its transactions as
+        :meth:`_in_transaction` does, and forward its commit and statement events to the listeners of the
+        injected engine (metrics, tests counting commits and statements see the writer's work too); the
+        compiled statements of its dialect."""
+        hub: Any = self.engine.sync_engine.dispatch
 
         def on_begin(connection: Connection) -> None:
             # on the driver directly: through exec_driver_sql it cost a whole SQLAlchemy execute per batch
@@ -307,26 +396,20 @@ class Database:
                 hub.before_cursor_execute(connection, None, "BEGIN IMMEDIATE", (), None, False)
             dbapi.execute("BEGIN IMMEDIATE")
 
-        # Listeners on the injected engine (metrics, tests counting commits and statements) see the writer
-        # thread's work too: forward its commit and statement events to them.
-        hub: Any = self.engine.sync_engine.dispatch
-        event.listen(engine, "connect", on_connect)
-        event.listen(engine, "begin", on_begin)
-
         def on_commit(connection: Connection) -> None:
             hub.commit(connection)
 
         def on_statement(*args: Any) -> None:
             hub.before_cursor_execute(*args)
 
+        event.listen(engine, "begin", on_begin)
         event.listen(engine, "commit", on_commit)
         event.listen(engine, "before_cursor_execute", on_statement)
-        self._batch_engine = engine
-        self._batch_writes = CompiledWrites(engine.dialect, listeners=hub)
-        self._batch_conn = engine.connect()
-        return self._batch_conn
+        return CompiledWrites(engine.dialect, listeners=hub)
 
     def _close_batch(self) -> None:
+        if self.inline is not None:  # no commit on the loop any more (closed): this thread closes it
+            self.inline.close()
         if self._batch_conn is not None:
             self._batch_conn.close()
             self._batch_conn = None
@@ -399,6 +482,8 @@ class Database:
         """Release the held connections."""
         if self.loop_reader is not None:
             self.loop_reader.close()
+        if self._checkpointing is not None:
+            await self._checkpointing
         async with self._read_lock:
             if self._reader is not None:
                 await self._reader.close()
@@ -409,6 +494,8 @@ class Database:
                 await self._batch_thread.call(self._close_batch)
                 self._batch_thread.stop()
                 self._batch_thread = None
+            elif self.inline is not None:  # every commit was the loop's: no writer thread to close it
+                self.inline.close()
             if self._writer is not None:
                 # the driver connection was switched to implicit transactions: never hand it back to the pool
                 await self._writer.invalidate()
@@ -503,3 +590,9 @@ def _drive(coroutine: Awaitable[T]) -> T:
 def _implicit_begin(connection: Connection) -> None:
     dbapi: Any = connection.connection.dbapi_connection
     dbapi.isolation_level = "DEFERRED"
+
+
+def _writer_pragmas(dbapi: sqlite3.Connection) -> None:
+    """What every connection that writes sets (besides its busy timeout), as the engine's own do."""
+    dbapi.execute("PRAGMA synchronous=NORMAL")
+    dbapi.execute("PRAGMA foreign_keys=ON")

@@ -613,8 +613,9 @@ class RunStore:
                 return
             await self._db.transact_optimistic(work)
             return
-        # statements only: one hop to the SQLite writer thread for the whole transaction
-        await self._db.transact_batch(work)
+        # statements only: one hop to the SQLite writer thread for the whole transaction, or none when the
+        # loop has nothing else to do (see ._inline)
+        await self._db.transact_batch(work, inline=True)
 
     async def get(self, run_id: str) -> RunRecord | None:
         """The run, or ``None``."""
