@@ -16,7 +16,7 @@ import pytest
 from agentrunner_host.stores._compiled import CompiledWrites
 from agentrunner_host.stores._connections import Database
 from agentrunner_host.stores._inline import InlineCommits, checkpoint
-from sqlalchemy import Engine, event, text
+from sqlalchemy import Engine, event, func, select, table, text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 SQLITE = pytest.mark.parametrize("engine", ["sqlite"], indirect=True)
@@ -185,3 +185,33 @@ def test_the_checkpoint_interval_aims_at_a_thousand_frames() -> None:
         inline.committed()
     inline.checkpointed(50 * 2000)  # very large commits: checkpoint after every one
     assert inline.interval == 1
+
+
+@SQLITE
+async def test_reads_on_the_loop_share_its_connection_read_only_and_without_a_transaction(
+    engine: AsyncEngine, db: Database
+) -> None:
+    """A start's reads on the loop use the connection the loop commits on (its page cache stays valid): they
+    run SELECT statements only, begin no transaction (another connection's write lock does not stop them),
+    and the connection commits again afterwards."""
+    await db.transact_batch(_insert(), inline=True)
+
+    async def count(conn: AsyncConnection) -> int:
+        return int((await conn.execute(select(func.count()).select_from(table("scratch")))).scalar_one())
+
+    async def write(conn: AsyncConnection) -> int:
+        await conn.execute(text("INSERT INTO scratch (x) VALUES (1)"))
+        return 1
+
+    other = sqlite3.connect(_path(engine), isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        assert db.read_on_loop(count) == 1
+        other.rollback()
+    finally:
+        other.close()
+    with pytest.raises(RuntimeError, match="SELECT statements only"):
+        db.read_on_loop(write)
+    await db.transact_batch(_insert(), inline=True)
+    assert db.inline is not None and db.inline.commits == 2
+    assert db.read_on_loop(count) == 2

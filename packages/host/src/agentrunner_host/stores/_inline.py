@@ -21,6 +21,11 @@ What keeps the loop from ever waiting on SQLite here:
   times). The writer thread runs a passive checkpoint instead (:meth:`InlineCommits.committed` says when),
   after about as many WAL frames as SQLite's own automatic checkpoint waits for.
 
+The loop's reads (:meth:`.Database.read_on_loop`, a run start's: ``SELECT`` statements only) use the same
+connection: a connection's page cache stays valid across its own commits, while a reader of its own dropped
+it at every commit of another connection and read its pages again. (``query_only`` is not switched on for
+them: changing that pragma expires every prepared statement of the connection.)
+
 Everything else is the writer thread's path: the same transaction code, compiled statements, listeners,
 careful retry and errors (see :mod:`._connections`).
 """
@@ -33,7 +38,7 @@ import sqlite3
 import urllib.parse
 from collections import deque
 from collections.abc import Callable
-from typing import Final
+from typing import Final, TypeVar
 
 from sqlalchemy import Connection, Engine
 from sqlalchemy import create_engine as create_sync_engine
@@ -41,8 +46,13 @@ from sqlalchemy.pool import StaticPool
 
 from ._compiled import CompiledWrites
 
-__all__ = ["CHECKPOINT_COMMITS", "CHECKPOINT_FRAMES", "InlineCommits", "checkpoint", "loop_idle"]
+__all__ = ["CHECKPOINT_COMMITS", "CHECKPOINT_FRAMES", "READING", "InlineCommits", "checkpoint", "loop_idle"]
 
+T = TypeVar("T")
+
+READING: Final = "agentrunner_loop_read"
+"""Key of a connection's ``info`` set while :meth:`InlineCommits.read` runs (a SQLAlchemy transaction begun
+then sends no ``BEGIN``)."""
 CHECKPOINT_FRAMES: Final = 1000
 """WAL frames after which the writer thread checkpoints what the loop committed (SQLite's own default)."""
 CHECKPOINT_COMMITS: Final = 32
@@ -109,6 +119,17 @@ class InlineCommits:
         self.writes = self._forward(engine)  # before the connect: a connection sees the listeners of then
         self._conn = engine.connect()
         return self._conn
+
+    def read(self, run: Callable[[Connection, CompiledWrites | None], T]) -> T:
+        """*run* the ``SELECT`` statements of :meth:`.Database.read_on_loop` on the connection, each in
+        autocommit (no transaction stays open between reads, none is begun for them)."""
+        conn = self.connection()
+        conn.info[READING] = True
+        try:
+            return run(conn, self.writes)
+        finally:
+            conn.info[READING] = False
+            conn.rollback()  # ends SQLAlchemy's own transaction object; the driver never began one
 
     def committed(self) -> bool:
         """Count a commit made here; True when the writer thread should now checkpoint (then report the
