@@ -13,11 +13,16 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import pytest
+from agentrunner_host.access import ConversationKey
+from agentrunner_host.stores import HostStores, ResultRecord
 from agentrunner_host.stores._compiled import CompiledWrites
 from agentrunner_host.stores._connections import Database
 from agentrunner_host.stores._inline import InlineCommits, checkpoint
+from agentrunner_host.stores.runs import INLINE_MAX_ROWS
 from sqlalchemy import Engine, event, func, select, table, text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from .helpers import run_start
 
 SQLITE = pytest.mark.parametrize("engine", ["sqlite"], indirect=True)
 """SQLite files only: PostgreSQL has no writer thread (its journal transaction is one statement)."""
@@ -215,3 +220,33 @@ async def test_reads_on_the_loop_share_its_connection_read_only_and_without_a_tr
     await db.transact_batch(_insert(), inline=True)
     assert db.inline is not None and db.inline.commits == 2
     assert db.read_on_loop(count) == 2
+
+
+@SQLITE
+async def test_the_journal_commits_short_transactions_on_the_loop_and_long_ones_on_the_writer_thread(
+    stores: HostStores,
+) -> None:
+    seen = Seen(stores.engine)
+    await stores.runs.start(run_start("r1", ConversationKey("c1")))
+    seen.commits.clear()
+    log = stores.runs.log("r1")
+
+    def append(first: int, count: int) -> None:
+        for n in range(first, first + count):
+            payload = b'{"type":"message.delta","data":{"chunk":{"content":"c"}}}'
+            record = ResultRecord(
+                run_id="r1",
+                host_seq=n,
+                runner_sequence=n,
+                type="message.delta",
+                payload=payload,
+                created_at=n,
+            )
+            log.append(n, record, size=len(payload))
+
+    append(1, 3)
+    await asyncio.wait_for(log.durable(3), timeout=30)
+    assert seen.commits == [threading.current_thread().name]
+    append(4, INLINE_MAX_ROWS + 1)
+    await asyncio.wait_for(log.durable(4 + INLINE_MAX_ROWS), timeout=30)
+    assert seen.commits[1:] == [WRITER]
