@@ -13,7 +13,6 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
-from contextlib import aclosing
 from dataclasses import dataclass, field
 
 from agentrunner import AgentRunRequest, AgentRunResult, RawEventRef
@@ -45,6 +44,7 @@ from .redaction import ResultRedactor
 from .registry import RunnerRegistry
 from .result_rules import ResultRules, RunViolation, host_failure, store_result
 from .run_state import DeliveredResult, Failure, RunOutcome, RunState
+from .runtime.connection import RawResult
 
 __all__ = ["DeliveredResult", "Orchestrator", "RunHandle", "RunOutcome"]
 
@@ -498,11 +498,16 @@ class Orchestrator:
         finally:
             leave()
 
+    def _harnessed(self, state: RunState) -> bool:
+        """The run's request is scoped by the harness (a code-executing or bridge runner's run)."""
+        caps = state.descriptor.manifest.capabilities
+        return self.harness is not None and (caps.executes_code or caps.mcp_bridge)
+
     def _harness_scope(
         self, state: RunState, request: AgentRunRequest
     ) -> contextlib.AbstractAsyncContextManager[AgentRunRequest]:
         """The workspace policy and bridge registration of a code-executing / bridge runner's run."""
-        if self.harness is None:
+        if self.harness is None or not self._harnessed(state):
             return contextlib.nullcontext(request)
         return self.harness.scope(state.descriptor, request)
 
@@ -613,36 +618,17 @@ class Orchestrator:
                 self._live_audit.watch(state, state.live)  # its audit is queryable while it runs
             request = await self._prepare(state)
             conn = self.registry.connection(state.descriptor.plugin_id)
-            async with (
-                asyncio.timeout_at(_loop_time_for(state.snapshot.deadline_at)),
-                self._session_turn(state, request),
-                self._harness_scope(state, request) as request,
-                aclosing(conn.run(request)) as stream,
-            ):
-                async for raw in stream:
-                    if handle.cancel_requested is not None:
-                        # The cancellation may have been swallowed on its way through the runner: a run whose
-                        # cancel was accepted never goes on to deliver (or complete).
-                        raise asyncio.CancelledError
-                    if handle.force_ended:
-                        break  # the host recorded the run's end already (past its deadline): read no further
-                    if state.stream_mask is not None:
-                        # text held back in case it began a secret is released before what follows it
-                        released = self.rules.release_stream(state, raw)
-                        if released is not None:
-                            await control.deliver(released)
-                    delivered = self.rules.accept(state, raw)
-                    if delivered is not None and not isinstance(delivered, DeliveredResult):
-                        delivered = await delivered  # an inline artifact, stored first
-                    if state.terminal is not None:
-                        control.terminal_seen = True
-                    if delivered is not None:
-                        if not control.deliver_now(delivered):
-                            await control.deliver(delivered)
-                        if state.log is not None and state.log.backlogged:
-                            await state.log.room()  # the store is behind: slow the runner down
-                    if state.terminal is not None:
-                        break
+            async with asyncio.timeout_at(_loop_time_for(state.snapshot.deadline_at)):
+                if state.snapshot.capabilities.stateful_session or self._harnessed(state):
+                    async with (
+                        self._session_turn(state, request),
+                        self._harness_scope(state, request) as request,
+                    ):
+                        await self._relay(handle, state, conn.run(request))
+                else:
+                    # no session turn to take and nothing to scope (the usual run): no context managers to
+                    # enter and leave around its results
+                    await self._relay(handle, state, conn.run(request))
         except asyncio.CancelledError:
             reason = handle.cancel_requested or "cancelled"
             failure = ("cancelled", f"run cancelled: {reason}", False)
@@ -664,6 +650,37 @@ class Orchestrator:
             failure = ("host.error", f"host error: {type(exc).__name__}", True)
         finally:
             await self._finish(handle, state, failure)
+
+    async def _relay(self, handle: RunHandle, state: RunState, stream: AsyncGenerator[RawResult]) -> None:
+        """Accept and deliver the results of the runner's *stream* up to its terminal one, then close it."""
+        control = handle.control
+        try:
+            async for raw in stream:
+                if handle.cancel_requested is not None:
+                    # The cancellation may have been swallowed on its way through the runner: a run whose
+                    # cancel was accepted never goes on to deliver (or complete).
+                    raise asyncio.CancelledError
+                if handle.force_ended:
+                    break  # the host recorded the run's end already (past its deadline): read no further
+                if state.stream_mask is not None:
+                    # text held back in case it began a secret is released before what follows it
+                    released = self.rules.release_stream(state, raw)
+                    if released is not None:
+                        await control.deliver(released)
+                delivered = self.rules.accept(state, raw)
+                if delivered is not None and not isinstance(delivered, DeliveredResult):
+                    delivered = await delivered  # an inline artifact, stored first
+                if state.terminal is not None:
+                    control.terminal_seen = True
+                if delivered is not None:
+                    if not control.deliver_now(delivered):
+                        await control.deliver(delivered)
+                    if state.log is not None and state.log.backlogged:
+                        await state.log.room()  # the store is behind: slow the runner down
+                if state.terminal is not None:
+                    break
+        finally:
+            await stream.aclose()  # the runner's own ``finally`` blocks run when the run ends early
 
     async def _prepare(self, state: RunState) -> AgentRunRequest:
         snapshot, event, binding = state.snapshot, state.event, state.binding
