@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
@@ -26,6 +27,7 @@ from .authorization import AuthorizationSnapshot, SnapshotBuilder
 from .bindings import BindingSet
 from .channel import Channel, ChannelClosed
 from .context_builder import ContextBuilder, HistoryHandles
+from .deadlines import Alarm, alarms
 from .dispatcher import BackCallDispatcher, LiveRun
 from .errors import (
     BindingNotFoundError,
@@ -68,7 +70,7 @@ def _new_channel() -> Channel[DeliveredResult]:
     return Channel(_QUEUE_SIZE)
 
 
-def _no_watchdogs() -> list[asyncio.TimerHandle]:
+def _no_watchdogs() -> list[Alarm]:
     return []
 
 
@@ -95,7 +97,7 @@ class RunControl:
     """The runner sent its terminal result."""
     detached: bool = False
     """The consumer went away; results are still stored but no longer queued."""
-    watchdogs: list[asyncio.TimerHandle] = field(default_factory=_no_watchdogs)
+    watchdogs: list[Alarm] = field(default_factory=_no_watchdogs)
     """Force-end timers (deadline, cancellation grace)."""
 
     def deliver_now(self, item: DeliveredResult) -> bool:
@@ -562,8 +564,8 @@ class Orchestrator:
     # -- escalation --------------------------------------------------------------------------------------------
 
     def _arm_watchdog(self, handle: RunHandle, state: RunState, *, at: float) -> None:
-        loop = asyncio.get_running_loop()
-        timer = loop.call_at(at, self._escalate, handle, state)
+        # on the shared alarms: nearly every run ends long before, and withdraws it
+        timer = alarms().call_at(at, functools.partial(self._escalate, handle, state))
         handle.control.watchdogs.append(timer)
 
     def _escalate(self, handle: RunHandle, state: RunState) -> None:
@@ -618,7 +620,8 @@ class Orchestrator:
                 self._live_audit.watch(state, state.live)  # its audit is queryable while it runs
             request = await self._prepare(state)
             conn = self.registry.connection(state.descriptor.plugin_id)
-            async with asyncio.timeout_at(_loop_time_for(state.snapshot.deadline_at)):
+            deadline = _Deadline(_loop_time_for(state.snapshot.deadline_at))
+            try:
                 if state.snapshot.capabilities.stateful_session or self._harnessed(state):
                     async with (
                         self._session_turn(state, request),
@@ -629,6 +632,12 @@ class Orchestrator:
                     # no session turn to take and nothing to scope (the usual run): no context managers to
                     # enter and leave around its results
                     await self._relay(handle, state, conn.run(request))
+            except asyncio.CancelledError as exc:
+                if deadline.withdraw():
+                    raise TimeoutError from exc
+                raise
+            finally:
+                deadline.withdraw()
         except asyncio.CancelledError:
             reason = handle.cancel_requested or "cancelled"
             failure = ("cancelled", f"run cancelled: {reason}", False)
@@ -835,6 +844,40 @@ def _never_stored(state: RunState) -> bool:
     is stored, and its end has nothing to update."""
     result_log = state.log
     return result_log is not None and result_log.error is not None and not result_log.started
+
+
+class _Deadline:
+    """A run's deadline as ``asyncio.timeout_at`` keeps it, on the shared alarms instead of a loop timer of its
+    own (and with no context manager to enter and leave): due, it cancels the task;
+    :meth:`withdraw` says whether that cancellation is the one the task ended by (a ``TimeoutError``)."""
+
+    __slots__ = ("_alarm", "_cancelling", "_expired", "_task")
+
+    def __init__(self, when: float) -> None:
+        task = asyncio.current_task()
+        if task is None:  # pragma: no cover - a run is driven by its own task
+            raise RuntimeError("a deadline is kept for a task")
+        self._task = task
+        self._cancelling = task.cancelling()
+        self._expired = False
+        self._alarm: Alarm | None = alarms().call_at(when, self._expire)
+
+    def _expire(self) -> None:
+        self._alarm = None
+        self._expired = True
+        self._task.cancel()
+
+    def withdraw(self) -> bool:
+        """Stop the deadline (idempotent); ``True`` when it cancelled the task and nothing else did since it
+        started (the cancellation is the deadline's: the caller raises ``TimeoutError`` for it)."""
+        if self._alarm is not None:
+            self._alarm.cancel()
+            self._alarm = None
+            return False
+        if not self._expired:
+            return False
+        self._expired = False  # its cancellation is taken back once, as asyncio.Timeout's exit does
+        return self._task.uncancel() <= self._cancelling
 
 
 def _loop_time_for(deadline_at: float) -> float:
