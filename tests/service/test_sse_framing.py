@@ -143,6 +143,11 @@ class FakeHandle:
     def take(self) -> ReplayItem | None:
         return self.ready.popleft() if self.ready else None
 
+    def take_ready(self) -> list[ReplayItem]:
+        ready = list(self.ready)
+        self.ready.clear()
+        return ready
+
     @property
     def drained(self) -> bool:
         return self.ended and not self.ready

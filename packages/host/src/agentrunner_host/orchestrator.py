@@ -181,19 +181,28 @@ class RunHandle:
     def take(self) -> DeliveredResult | None:
         """The next result for the consumer of :meth:`subscribe` if it is queued and committed, else ``None``
         (the listener is called when that may change)."""
+        ready = self.take_ready(limit=1)
+        return ready[0] if ready else None
+
+    def take_ready(self, *, limit: int | None = None) -> list[DeliveredResult]:
+        """What :meth:`take` hands out until it answers ``None`` (at most *limit*), in one call: a short run's
+        results, committed together, are taken at once."""
         channel = self.control.channel
         if self._unstorable or not len(channel):
-            return None
-        item = channel.peek()
+            return []
         result_log = self.control.state.log
-        if result_log is not None and result_log.committed < item.host_seq:
-            # a result is handed out only once a crash can no longer lose it
-            if self._commit_wait is None:
-                self._commit_wait = asyncio.get_running_loop().create_task(
-                    self._await_commit(item.host_seq), name=f"agentrunner-commit-{self.run_id}"
-                )
-            return None
-        return channel.pull_nowait()
+        ready: list[DeliveredResult] = []
+        while len(channel) and (limit is None or len(ready) < limit):
+            host_seq = channel.peek().host_seq
+            if result_log is not None and result_log.committed < host_seq:
+                # a result is handed out only once a crash can no longer lose it
+                if self._commit_wait is None:
+                    self._commit_wait = asyncio.get_running_loop().create_task(
+                        self._await_commit(host_seq), name=f"agentrunner-commit-{self.run_id}"
+                    )
+                break
+            ready.append(channel.pull_nowait())
+        return ready
 
     @property
     def drained(self) -> bool:

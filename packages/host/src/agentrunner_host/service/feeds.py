@@ -190,11 +190,13 @@ class RunFeed:
         if self._done:
             return
         handle = self.handle
-        moved = False
-        while (item := handle.take()) is not None:
-            self._window.append(ReplayItem.of(item))
-            self._count = item.host_seq
-            moved = True
+        ready = handle.take_ready()
+        moved = bool(ready)
+        if moved:
+            window = self._window
+            for item in ready:
+                window.append(ReplayItem.of(item))
+            self._count = ready[-1].host_seq
         if handle.drained:
             self._done = True
             moved = True
@@ -277,7 +279,9 @@ class _Cursor(ResultBatch):
     __slots__ = ("_feed", "position")
 
     def __init__(self, feed: RunFeed, position: int) -> None:
-        super().__init__()
+        # ResultBatch's fields set here: one made per reader, no call to its __init__
+        self._items = ()
+        self.quiet = False
         self._feed = feed
         self.position = position
 
