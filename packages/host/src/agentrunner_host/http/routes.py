@@ -12,7 +12,7 @@ from urllib.parse import quote
 from agentrunner import AgentInput, InvalidRunnerIdError, RunnerId
 from agentrunner import codec as json
 from pydantic import BaseModel, ValidationError
-from starlette.requests import ClientDisconnect, Request
+from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from agentrunner_host.access import ConversationKey
@@ -112,29 +112,14 @@ async def _body(request: Request, model: type[M]) -> M:
     chunks: list[bytes] = []
     size = 0
     timeout: float = getattr(request.app.state, "body_timeout", _BODY_TIMEOUT_SECONDS)
-    receive = request.receive
     try:
         # A client trickling its body must not hold a handler (and a connection slot) forever.
         async with asyncio.timeout(timeout):
-            # The ASGI messages read here as Request.stream reads them (the handler's request is new: nothing
-            # read its body before), without an async generator per request (each is registered with the
-            # loop's asyncgen hooks and dropped again).
-            while True:
-                message = await receive()
-                kind = message["type"]
-                if kind == "http.request":
-                    chunk: bytes = message.get("body", b"")
-                    if chunk:
-                        size += len(chunk)
-                        if size > MAX_BODY_BYTES:
-                            raise ApiError(
-                                413, "payload_too_large", f"the body exceeds {MAX_BODY_BYTES} bytes"
-                            )
-                        chunks.append(chunk)
-                    if not message.get("more_body", False):
-                        break
-                elif kind == "http.disconnect":
-                    raise ClientDisconnect
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > MAX_BODY_BYTES:
+                    raise ApiError(413, "payload_too_large", f"the body exceeds {MAX_BODY_BYTES} bytes")
+                chunks.append(chunk)
     except TimeoutError:
         raise ApiError(408, "request_timeout", f"the body did not arrive within {timeout:g} s") from None
     raw = b"".join(chunks)
@@ -185,10 +170,6 @@ def _int_query(request: Request, name: str, default: int, *, low: int, high: int
     return value
 
 
-def _bool_query(request: Request, name: str) -> bool:
-    return _flag(_query(request), name)
-
-
 def _flag(query: Mapping[str, str], name: str) -> bool:
     """The boolean query parameter *name* of the parsed *query* (absent: false)."""
     raw = query.get(name)
@@ -209,8 +190,10 @@ def _path_id(request: Request, name: str) -> str:
     return value
 
 
-def _wants_stream(request: Request) -> bool:
-    return _bool_query(request, "stream") or "text/event-stream" in request.headers.get("accept", "")
+def _wants_stream(request: Request, *, query: Mapping[str, str] | None = None) -> bool:
+    """``?stream=true`` or an ``Accept`` of ``text/event-stream`` (*query*: the request's, parsed already)."""
+    flags = _query(request) if query is None else query
+    return _flag(flags, "stream") or "text/event-stream" in request.headers.get("accept", "")
 
 
 def _run_out(view: RunView) -> RunOut:
@@ -270,7 +253,7 @@ async def submit_event(request: Request) -> Response:
     service = _service(request)
     sub = await _body(request, EventSubmission)
     query = _query(request)  # parsed once for both flags
-    stream = _flag(query, "stream") or "text/event-stream" in request.headers.get("accept", "")
+    stream = _wants_stream(request, query=query)
     wait = _flag(query, "wait")
     if stream and wait:
         raise ApiError(422, "invalid_request", "choose either stream or wait")

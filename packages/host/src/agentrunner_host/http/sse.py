@@ -42,8 +42,6 @@ KEEPALIVE: Final = b": keep-alive\n\n"
 """The comment sent on a quiet stream."""
 WATCH_AFTER_SECONDS: Final = 1.0
 """An event stream still sending after this long starts watching for the client's disconnect."""
-_CONTENT_TYPE: Final = (b"content-type", b"text/event-stream; charset=utf-8")
-"""The header ``Response.init_headers`` adds for :attr:`EventStreamResponse.media_type`."""
 _CHUNK_BYTES: Final = 64 * 1024
 """Ready events are joined into one chunk up to this size (larger events go out on their own, uncopied)."""
 
@@ -113,16 +111,7 @@ class EventStreamResponse(Response):
         self.body_iterator = body
         self.status_code = 200
         self.background = None
-        # what Response.init_headers makes of them for a response without a body (no content-length), minus
-        # its generic checks: one response per event stream
-        raw = (
-            [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]
-            if headers
-            else []
-        )
-        if _CONTENT_TYPE[0] not in [k for k, _ in raw]:
-            raw.append(_CONTENT_TYPE)
-        self.raw_headers = raw
+        self.init_headers(headers)
         self._watch_after = watch_after
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -279,9 +279,7 @@ class _Cursor(ResultBatch):
     __slots__ = ("_feed", "position")
 
     def __init__(self, feed: RunFeed, position: int) -> None:
-        # ResultBatch's fields set here: one made per reader, no call to its __init__
-        self._items = ()
-        self.quiet = False
+        super().__init__()
         self._feed = feed
         self.position = position
 

@@ -92,11 +92,15 @@ _START_READS: Final = {
 }
 
 
+def _positions_params(conversation: ConversationKey) -> dict[str, object]:
+    """The parameters of the positions read (:data:`_POSITIONS`, and its part of :func:`_start_read`)."""
+    return {"conversation_id": conversation.conversation_id, "thread_id": main_line(conversation.thread_id)}
+
+
 async def _read_positions(
     conn: AsyncConnection, conversation: ConversationKey
 ) -> tuple[int | None, int | None]:
-    params = {"conversation_id": conversation.conversation_id, "thread_id": main_line(conversation.thread_id)}
-    row = (await conn.execute(_POSITIONS, params)).one()
+    row = (await conn.execute(_POSITIONS, _positions_params(conversation))).one()
     return row[0], row[1]
 
 
@@ -115,8 +119,7 @@ async def _read_folded(
         params["owners"] = list(by_hash)
         params["per_scope"] = SNAPSHOT_KEYS_PER_SCOPE
     if conversation is not None:
-        params["conversation_id"] = conversation.conversation_id
-        params["thread_id"] = main_line(conversation.thread_id)
+        params.update(_positions_params(conversation))
     statement = _START_READS[owners is not None, conversation is not None]
     control: RunnerControl | None = None
     latest: int | None = None
