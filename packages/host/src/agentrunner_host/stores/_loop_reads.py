@@ -72,7 +72,8 @@ class LoopReader:
     :meth:`close`); use it only from the event loop's thread."""
 
     def __init__(self, path: str) -> None:
-        self._path = path
+        self.path = path
+        """The database file (absolute)."""
         self._conn: sqlite3.Connection | None = None
         self._closed = False
         self.reads = 0
@@ -95,7 +96,7 @@ class LoopReader:
         # autocommit (no implicit BEGIN): each statement reads the latest commit. mode=rw: a reader never
         # creates the file. check_same_thread is off: the connection belongs to whichever thread runs the
         # stores' event loop, one at a time.
-        uri = f"file:{urllib.parse.quote(self._path)}?mode=rw"
+        uri = f"file:{urllib.parse.quote(self.path)}?mode=rw"
         conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
         try:
             conn.execute("PRAGMA query_only=ON")

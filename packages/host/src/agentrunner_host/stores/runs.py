@@ -324,6 +324,24 @@ def _triggers_of(starts: Sequence[RunStart]) -> list[EventEntry]:
     return [s.event for s in starts if s.event is not None]
 
 
+INLINE_MAX_ROWS: Final = 64
+"""Results and state updates of a journal transaction the event loop may commit itself (see :mod:`._inline`)."""
+INLINE_MAX_BYTES: Final = 256 * 1024
+"""Encoded result and state bytes of such a transaction: a larger one would hold the loop for milliseconds
+(an idle loop is no promise that nothing arrives meanwhile); the writer thread takes it."""
+
+
+def _short(entry: JournalEntry[ResultRecord, RunFinish, StateWrite, RunStart]) -> bool:
+    """*entry* is small enough for the loop to commit (results given as JSON objects count as small: only
+    the pre-encoded ones, the live path's, are measured)."""
+    results = [*entry.results, *(r for f in entry.finishes for r in f.results)]
+    if len(results) + len(entry.side) > INLINE_MAX_ROWS:
+        return False
+    size = sum(len(r.payload) for r in results if isinstance(r.payload, bytes))
+    size += sum(len(w.encoded) for w in entry.side if w.encoded is not None)
+    return size <= INLINE_MAX_BYTES
+
+
 def _result_row(result: ResultRecord) -> dict[str, object]:
     return {
         "run_id": result.run_id,
@@ -613,8 +631,9 @@ class RunStore:
                 return
             await self._db.transact_optimistic(work)
             return
-        # statements only: one hop to the SQLite writer thread for the whole transaction
-        await self._db.transact_batch(work)
+        # statements only: one hop to the SQLite writer thread for the whole transaction, or none when the
+        # loop has nothing else to do and the transaction is short (see ._inline)
+        await self._db.transact_batch(work, inline=_short(entry))
 
     async def get(self, run_id: str) -> RunRecord | None:
         """The run, or ``None``."""
