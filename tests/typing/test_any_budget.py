@@ -23,9 +23,9 @@ BUDGET = {
     # 255 with the model and knowledge providers' JSON typed (codec.loads_object, JsonObject); 244 with the
     # config secret checks (find_literal_secrets, resolve_env_refs, redact_config) and redaction typed;
     # 226 with the compiled plans' parameters typed as objects (stores/_compiled.py); 224 with the snapshot's
-    # JSON dump and the static refs' content typed (authorization.py, context_builder.py); 222 with the loop's
-    # reads on the loop's write connection (stores/_inline.py: no reader connection of its own to set up).
-    "packages/host/src": 222,
+    # JSON dump and the static refs' content typed (authorization.py, context_builder.py); 223 with the loop's
+    # commits on the writer thread's connection (stores/_inline.py: no write connection of its own to set up).
+    "packages/host/src": 223,
     "packages/conformance/src": 55,
     "packages/mcp-bridge/src": 47,
 }
