@@ -7,7 +7,7 @@ import asyncio
 from collections.abc import Callable
 from typing import cast
 
-from agentrunner_host.deadlines import Alarms, Deadlines, alarms, deadlines
+from agentrunner_host.deadlines import Alarms, Deadlines, TaskTimeout, alarms, deadlines
 
 
 class FakeTimer:
@@ -165,3 +165,40 @@ async def test_the_running_loops_alarms_run_their_callbacks() -> None:
     due.call_at(loop.time() + 0.02, done.set)
     await asyncio.wait_for(done.wait(), timeout=30)
     assert ran == [] and len(due) == 0
+
+
+async def test_a_task_timeout_cancels_its_task_and_says_so_once() -> None:
+    """Due, it cancels the task and withdraw() owns that cancellation (taken back, once); withdrawn first, it
+    never fires; a cancellation of someone else's on top of it is not taken for the timeout's."""
+    stuck = asyncio.get_running_loop().create_future()
+
+    async def step(delay: float) -> str:
+        limit = TaskTimeout(delay)
+        try:
+            await stuck
+        except asyncio.CancelledError:
+            if limit.withdraw():
+                assert not limit.withdraw()  # once
+                return "timed out"
+            raise
+        finally:
+            limit.withdraw()
+        return "done"
+
+    assert await asyncio.create_task(step(0.01)) == "timed out"
+
+    async def quick() -> bool:
+        limit = TaskTimeout(0.01)
+        withdrawn = limit.withdraw()
+        later = asyncio.Event()
+        deadlines(0.01).add("later", later.set)  # due after the withdrawn one would have been
+        await later.wait()
+        return withdrawn
+
+    assert await asyncio.create_task(quick()) is False  # not cancelled by the withdrawn timeout
+
+    task = asyncio.create_task(step(30.0))
+    await asyncio.sleep(0)  # let it start waiting
+    task.cancel()  # someone else's cancellation, the timeout not due
+    await asyncio.wait([task])
+    assert task.cancelled()

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from typing import Final
 
-__all__ = ["Alarm", "Alarms", "Deadlines", "alarms", "deadlines"]
+__all__ = ["Alarm", "Alarms", "Deadlines", "TaskTimeout", "alarms", "deadlines"]
 
 _SLACK: Final = 0.001
 """An entry due within this many seconds of its timer's call runs with it (the loop runs timers a clock
@@ -88,6 +88,38 @@ def deadlines(delay: float) -> Deadlines:
     if current is None or current.loop is not loop:
         current = _by_delay[delay] = Deadlines(loop, delay)
     return current
+
+
+class TaskTimeout:
+    """``asyncio.timeout(delay)`` around a step of the current task, on the shared :class:`Deadlines` of that
+    delay instead of a loop timer of its own (created, pushed onto the loop's heap and cancelled per use, where
+    an entry here is a dict insert and pop): due, it cancels the task; :meth:`withdraw` says whether that
+    cancellation is the one the step ended by (the caller then raises its own timeout error for it)."""
+
+    __slots__ = ("_cancelling", "_due", "_expired", "_task")
+
+    def __init__(self, delay: float) -> None:
+        task = asyncio.current_task()
+        if task is None:  # pragma: no cover - a timeout is kept for a task
+            raise RuntimeError("a timeout is kept for a task")
+        self._task = task
+        self._cancelling = task.cancelling()
+        self._expired = False
+        self._due = deadlines(delay)
+        self._due.add(self, self._expire)
+
+    def _expire(self) -> None:
+        self._expired = True
+        self._task.cancel()
+
+    def withdraw(self) -> bool:
+        """Stop the timeout (idempotent); ``True`` when it cancelled the task and nothing else did since it
+        started (the cancellation is the timeout's, taken back here as ``asyncio.Timeout``'s exit does)."""
+        self._due.discard(self)
+        if not self._expired:
+            return False
+        self._expired = False
+        return self._task.uncancel() <= self._cancelling
 
 
 class Alarm:

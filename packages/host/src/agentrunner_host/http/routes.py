@@ -18,6 +18,7 @@ from starlette.responses import JSONResponse, Response
 from agentrunner_host.access import ConversationKey
 from agentrunner_host.admission import ID_PATTERN, check_agent_config, is_valid_id
 from agentrunner_host.config import BindingSpec, find_literal_secrets, format_key_path, is_env_ref
+from agentrunner_host.deadlines import TaskTimeout
 from agentrunner_host.definitions import AgentConfig, AgentEventEnvelope
 from agentrunner_host.ids import ordered_hex
 from agentrunner_host.registry import PluginFailure
@@ -112,16 +113,21 @@ async def _body(request: Request, model: type[M]) -> M:
     chunks: list[bytes] = []
     size = 0
     timeout: float = getattr(request.app.state, "body_timeout", _BODY_TIMEOUT_SECONDS)
+    # A client trickling its body must not hold a handler (and a connection slot) forever; on the timer all
+    # requests share (asyncio.timeout made, pushed and cancelled a loop timer per request)
+    limit = TaskTimeout(timeout)
     try:
-        # A client trickling its body must not hold a handler (and a connection slot) forever.
-        async with asyncio.timeout(timeout):
-            async for chunk in request.stream():
-                size += len(chunk)
-                if size > MAX_BODY_BYTES:
-                    raise ApiError(413, "payload_too_large", f"the body exceeds {MAX_BODY_BYTES} bytes")
-                chunks.append(chunk)
-    except TimeoutError:
-        raise ApiError(408, "request_timeout", f"the body did not arrive within {timeout:g} s") from None
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > MAX_BODY_BYTES:
+                raise ApiError(413, "payload_too_large", f"the body exceeds {MAX_BODY_BYTES} bytes")
+            chunks.append(chunk)
+    except asyncio.CancelledError:
+        if limit.withdraw():
+            raise ApiError(408, "request_timeout", f"the body did not arrive within {timeout:g} s") from None
+        raise
+    finally:
+        limit.withdraw()
     raw = b"".join(chunks)
     if not raw.strip():
         raise ApiError(422, "invalid_request", "a JSON request body is required")
