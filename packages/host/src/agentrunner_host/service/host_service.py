@@ -822,26 +822,25 @@ class HostService:
                 for item in batch:
                     yield item
 
-    async def batches(
+    def batches(
         self, run_id: str, *, after: int = 0, idle: float | None = None
     ) -> AsyncGenerator[ResultBatch]:
         """The results of :meth:`follow` in batches of those ready together; with *idle*, an empty batch when
-        about *idle* seconds passed without a result. Raises :class:`NotFoundError` for an unknown run."""
+        about *idle* seconds passed without a result. Raises :class:`NotFoundError` for an unknown run (as
+        its first batch is read). The reader closes it when it stops early.
+
+        A live run's feed hands out its own generator, not one wrapped around it: a wrapper cost an
+        ``asend`` hop per batch, a context manager and a close of its own per reader."""
         feed = self._feeds.get(run_id)
-        if feed is None:
-            if await self.stores.runs.get(run_id) is None:
-                raise NotFoundError(f"run {run_id!r} does not exist")
-            source = self._stored_batches(run_id, after=after, idle=idle)
-        else:
-            source = feed.batches(after=after, idle=idle)
-        # closed here when this reader stops early (not left to the garbage collector's finalizer task)
-        async with contextlib.aclosing(source):
-            async for batch in source:
-                yield batch
+        if feed is not None:
+            return feed.batches(after=after, idle=idle)
+        return self._stored_batches(run_id, after=after, idle=idle)
 
     async def _stored_batches(
         self, run_id: str, *, after: int, idle: float | None
     ) -> AsyncGenerator[ResultBatch]:
+        if await self.stores.runs.get(run_id) is None:
+            raise NotFoundError(f"run {run_id!r} does not exist")
         cursor = after
         loop = asyncio.get_running_loop()
         quiet_since = loop.time()
