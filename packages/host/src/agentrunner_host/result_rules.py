@@ -22,6 +22,7 @@ from agentrunner import (
     AgentRunResult,
     ArtifactCreatedResult,
     ArtifactRef,
+    AssistantMessage,
     MessageCompletedResult,
     MessageDeltaResult,
     RunCompletedResult,
@@ -107,6 +108,13 @@ def _is_delta(raw: object) -> bool:
     if isinstance(raw, dict):
         return cast(dict[str, object], raw).get("type") == "message.delta"
     return isinstance(raw, MessageDeltaResult)
+
+
+def _keep_turn(state: RunState, message: AssistantMessage) -> None:
+    """Keep an assistant message for the transcript: only a run in a conversation has one to write it to (see
+    persistence.finish_record), so no other run dumps its messages for it."""
+    if state.event.conversation_id is not None:
+        state.assistant_turn(message.text(), message.model_dump(mode="json"))
 
 
 def _first_error(exc: Exception) -> str:
@@ -300,7 +308,7 @@ class ResultRules:
                         update={"data": result.data.model_copy(update={"message": message})}
                     )
                 state.clear_deltas()
-                state.assistant_turn(message.text(), message.model_dump(mode="json"))
+                _keep_turn(state, message)
                 state.has_output = state.has_message = True
                 return result
             case ToolCallStartedResult():
@@ -329,7 +337,7 @@ class ResultRules:
                 final = result.data.message
                 if final is not None:
                     state.clear_deltas()
-                    state.assistant_turn(final.text(), final.model_dump(mode="json"))
+                    _keep_turn(state, final)
                     state.has_output = state.has_message = True
                 needs_message = state.event.event_type == "message.received"
                 if (needs_message and not state.has_message) or not (state.has_output or state.has_message):
