@@ -14,19 +14,22 @@ from typing import Any, Final, Literal
 from typing import cast as type_cast
 
 from pydantic import ConfigDict, with_config
-from sqlalchemy import ColumnElement, RowMapping, and_, cast, func, select
+from sqlalchemy import ColumnElement, RowMapping, and_, cast, func, literal_column, select
 from sqlalchemy.dialects.postgresql import JSONB
 
 from agentrunner_host.stores._connections import Database
 
 from .records import EVENTS
 from .runs import RUNS
+from .tables import BACKCALL_EVENT
+
+# The type as a literal in the statement's text: ``ix_events_event_type_id`` holds only these rows, and a
+# generic PostgreSQL plan (a statement prepared once) cannot use it for a bound parameter, whose value it
+# does not know (SQLite compares the bound value with the index's literal itself).
+_IS_BACKCALL: Final = EVENTS.c.event_type == literal_column(f"'{BACKCALL_EVENT}'")
 
 __all__ = ["BACKCALL_EVENT", "MAX_AUDIT_PAGE", "AuditEntry", "AuditFilter", "AuditLog", "AuditPage"]
 
-BACKCALL_EVENT: Final = "host.backcall"
-"""Event type of a stored audit record: a back-call, or (action ``harness.tool``, caller ``harness``) a tool
-a harness CLI used. One type, so the query pages one index range (``ix_events_event_type_id``)."""
 MAX_AUDIT_PAGE: Final = 500
 """Largest page."""
 
@@ -150,7 +153,7 @@ class AuditLog:
         *cursor* (a ``next_cursor``); at most *limit* (1 to :data:`MAX_AUDIT_PAGE`)."""
         limit = max(1, min(limit, MAX_AUDIT_PAGE))
         at = func.coalesce(EVENTS.c.event_time, EVENTS.c.created_at)
-        conditions: list[ColumnElement[bool]] = [EVENTS.c.event_type == BACKCALL_EVENT]
+        conditions: list[ColumnElement[bool]] = [_IS_BACKCALL]
         if where.run_id is not None:
             conditions.append(EVENTS.c.run_id == where.run_id)
         if where.runner_id is not None:

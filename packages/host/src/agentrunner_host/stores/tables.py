@@ -31,7 +31,8 @@ from sqlalchemy import (
     MetaData,
     String,
     Text,
-    UniqueConstraint,
+    TextClause,
+    text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
+    "BACKCALL_EVENT",
     "FTS_TABLE",
     "PG_FTS_INDEX",
     "PG_RESULTS_CHANNEL",
@@ -69,6 +71,11 @@ __all__ = [
 
 FTS_TABLE: Final = "transcript_fts"
 """SQLite FTS5 table indexing transcript text (created by the migrations, not by the metadata)."""
+BACKCALL_EVENT: Final = "host.backcall"
+"""Event type of a stored audit record: a back-call, or (action ``harness.tool``, caller ``harness``) a tool
+a harness CLI used. Only these rows have an entry in ``ix_events_event_type_id`` (the audit query's index),
+so the audit query states this literal, not a bound parameter: a planner uses a partial index only for a
+query whose ``WHERE`` implies the index's, which a generic PostgreSQL plan cannot know of a parameter."""
 PG_FTS_INDEX: Final = "ix_transcript_items_fts"
 """PostgreSQL GIN index over ``to_tsvector('simple', content)`` (created by the migrations)."""
 PG_RESULTS_CHANNEL: Final = "agentrunner_results"
@@ -126,6 +133,14 @@ _NAMING: Final = {
 }
 
 
+_WITH_CONVERSATION: Final = text("conversation_id IS NOT NULL")
+
+
+def _partial(name: str, *columns: str, where: TextClause, unique: bool = False) -> Index:
+    """An index holding only the rows that satisfy *where*, on both engines."""
+    return Index(name, *columns, unique=unique, sqlite_where=where, postgresql_where=where)
+
+
 class Base(DeclarativeBase):
     """Declarative base of every host table."""
 
@@ -157,11 +172,27 @@ class EventRow(Base):
     """One event of the append-only event log (platform events and host records)."""
 
     __tablename__ = "events"
+    # Partial indexes: a row gets an entry only where some query can look it up, so an event without a
+    # conversation, say, writes into two b-trees fewer (an echo request's SQLite commit: 21 -> 14 WAL
+    # pages). Every query of these indexes states a condition implying the
+    # index's WHERE (``conversation_id = :id`` implies ``conversation_id IS NOT NULL``).
     __table_args__ = (
-        UniqueConstraint("conversation_id", "seq", name="uq_events_conversation_seq"),
-        Index("ix_events_conversation_thread_seq", "conversation_id", "thread_id", "seq"),
+        # seq is NULL exactly when the conversation is, and NULLs never conflict: uniqueness is unchanged
+        _partial(
+            "uq_events_conversation_seq", "conversation_id", "seq", where=_WITH_CONVERSATION, unique=True
+        ),
+        _partial(
+            "ix_events_conversation_thread_seq",
+            "conversation_id",
+            "thread_id",
+            "seq",
+            where=_WITH_CONVERSATION,
+        ),
+        _partial("ix_events_run_id", "run_id", where=text("run_id IS NOT NULL")),
         # the audit query pages host records of one type (``host.backcall``) in insertion order
-        Index("ix_events_event_type_id", "event_type", "id"),
+        _partial(
+            "ix_events_event_type_id", "event_type", "id", where=text(f"event_type = '{BACKCALL_EVENT}'")
+        ),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
@@ -194,7 +225,7 @@ class EventRow(Base):
     """Subject id."""
     source_event_type: Mapped[str | None] = mapped_column(String(200))
     """Platform event name."""
-    run_id: Mapped[str | None] = mapped_column(String(255), index=True)
+    run_id: Mapped[str | None] = mapped_column(String(255))
     """Related run."""
     runner_id: Mapped[str | None] = mapped_column(String(255))
     """Related runner."""
