@@ -186,6 +186,22 @@ async def test_the_audit_query_reads_the_partial_audit_index(stores: HostStores,
     assert [e.run_id for e in page.entries] == ["r1", "r2"]
 
 
+async def test_the_runs_of_gone_hosts_are_found_through_the_status_index(
+    stores: HostStores, engine: AsyncEngine
+) -> None:
+    """The one query on ``runs.owner_host`` (no index of its own since ``0005``) reads the running runs
+    through ``ix_runs_status`` and tests each owner."""
+    await _seed(stores)
+    for include_unowned in (True, False):
+        where = stores.hosts.orphaned(include_unowned=include_unowned)
+        plans = await _plans_of(
+            engine, lambda where=where: stores.runs.close_interrupted(ended_at=3_000, where=where), "runs"
+        )
+        assert "ix_runs_status" in plans[0], plans[0]
+        assert not _full_scan(plans[0], "runs"), plans[0]
+    assert [r.run_id for r in await stores.runs.list_running()] == []
+
+
 # -- the migration ---------------------------------------------------------------------------------------
 
 
@@ -226,11 +242,12 @@ def _declared(dialect: str) -> dict[str, tuple[tuple[str, ...], bool, str | None
 
 async def test_the_migrated_index_conditions_are_the_models(raw_engine: AsyncEngine) -> None:
     """Alembic's drift check compares columns and uniqueness but not ``WHERE``: this compares the
-    reflected partial-index conditions with the models'."""
+    reflected partial-index conditions with the models' (and that ``runs.owner_host`` has no index)."""
     await upgrade(raw_engine)
     async with raw_engine.connect() as conn:
         found = await conn.run_sync(_indexes)
     assert found == _declared(raw_engine.dialect.name)
+    assert "ix_runs_owner_host" not in found
     assert found["ix_events_event_type_id"][2] == f"event_type = '{BACKCALL_EVENT}'"
 
 
@@ -322,6 +339,7 @@ async def test_upgrading_from_0004_keeps_the_events_and_their_uniqueness(raw_eng
     await _assert_unique(raw_engine)
     async with raw_engine.connect() as conn:
         indexes = await conn.run_sync(_indexes)
+    assert indexes["ix_runs_owner_host"] == (("owner_host",), False, None)
     assert all(where is None for _, _, where in indexes.values())
     await upgrade(raw_engine)
     assert await _events(raw_engine) == before

@@ -173,8 +173,8 @@ class EventRow(Base):
 
     __tablename__ = "events"
     # Partial indexes: a row gets an entry only where some query can look it up, so an event without a
-    # conversation, say, writes into two b-trees fewer (an echo request's SQLite commit: 21 -> 14 WAL
-    # pages). Every query of these indexes states a condition implying the
+    # conversation, say, writes into two b-trees fewer (an echo request's SQLite commit: 21 -> 14 WAL pages,
+    # 13 with ``runs.owner_host`` unindexed). Every query of these indexes states a condition implying the
     # index's WHERE (``conversation_id = :id`` implies ``conversation_id IS NOT NULL``).
     __table_args__ = (
         # seq is NULL exactly when the conversation is, and NULLs never conflict: uniqueness is unchanged
@@ -316,7 +316,9 @@ class RunRow(Base):
     """End."""
     usage: Mapped[JsonObject] = mapped_column(JSONText)
     """Usage totals."""
-    owner_host: Mapped[str | None] = mapped_column(String(64), index=True)
+    # not indexed: the one query on it (the runs of hosts that are gone) takes the running runs through
+    # ``ix_runs_status`` and tests the owner of each; an index here cost a page write per run start
+    owner_host: Mapped[str | None] = mapped_column(String(64))
     """The host incarnation executing the run (``hosts.host_id``); ``NULL`` for runs started without one."""
 
 
