@@ -80,6 +80,28 @@ class _Plan:
     """With :attr:`values`: the number of keys of every parameter set this plan was made for, all of them
     parameters (a set of that size whose keys are all found has exactly these keys), or ``-1``."""
 
+    def rows(self, rows: list[object]) -> list[Sequence[object]] | None:
+        """With :attr:`values` and :attr:`width`: the positional parameters of the dict *rows* (``None``: a
+        row that is not a dict, or whose keys are not exactly this plan's, left to the general path)."""
+        getter = cast(_Getter, self.values)
+        width = self.width
+        processors = self.processors
+        out: list[Sequence[object]] = []
+        try:
+            for r in rows:
+                if type(r) is not dict or len(cast(_Params, r)) != width:
+                    return None
+                values = getter(cast(_Params, r))  # a missing key raises KeyError: the keys are not ours
+                if processors:
+                    processed = list(values)
+                    for position, process in processors:
+                        processed[position] = process(processed[position])
+                    values = processed
+                out.append(values)
+        except KeyError:
+            return None
+        return out
+
     def row(self, parameters: _Params) -> Sequence[object]:
         if self.values is not None:
             values = self.values(parameters)
@@ -151,16 +173,27 @@ _NO_PLAN: Final = object()
 class CompiledWrites:
     """The compiled plans of one synchronous SQLite connection (use it on that connection's thread only)."""
 
-    __slots__ = ("_dialect", "_expanding", "_hub", "_plans")
+    __slots__ = ("_dialect", "_expanding", "_hub", "_plans", "_row_plans")
 
     def __init__(self, dialect: Dialect, *, listeners: Any) -> None:
         self._dialect = dialect
         self._hub = listeners
         self._plans: dict[tuple[object, ...], _Plan | object] = {}
         self._expanding: dict[int, frozenset[str]] = {}
+        self._row_plans: dict[int, _Plan] = {}
+        """Per hot write: the last plan that bound a list of rows by name (see :meth:`_Plan.rows`)."""
 
     def execute(self, conn: Connection, statement: Any, parameters: Any = None) -> Any:
         """``conn.execute(statement, parameters)``, on the driver's cursor when *statement* is hot."""
+        given: object = parameters
+        if type(given) is list and given:
+            # The journal's inserts: rows of the keys a plan was made for. Its getter takes them by name and
+            # its width refuses other keys, so neither the rows' shape nor the plan is looked up per call.
+            known = self._row_plans.get(id(statement))
+            if known is not None:
+                values = known.rows(cast(list[object], given))
+                if values is not None:
+                    return self._run(conn, known, values, True)
         rows = _parameter_sets(parameters) if id(statement) in _HOT else None
         if not rows:
             return conn.execute(statement, parameters)
@@ -181,6 +214,11 @@ class CompiledWrites:
         values = _values(plan, rows, shape, expanding)
         if values is None:
             return conn.execute(statement, cast(Any, parameters))
+        if many and plan.width >= 0 and isinstance(parameters, list):
+            self._row_plans[id(statement)] = plan
+        return self._run(conn, plan, values, many)
+
+    def _run(self, conn: Connection, plan: _Plan, values: list[Sequence[object]], many: bool) -> Any:
         cursor: Any = conn.connection.dbapi_connection.cursor()  # pyright: ignore[reportOptionalMemberAccess]
         try:
             if self._hub.before_cursor_execute:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Final, TypeVar, cast
 
 from sqlalchemy import ColumnElement, Insert, ScalarSelect, Table, bindparam, func, insert, select
@@ -45,6 +46,9 @@ __all__ = ["Written", "write_facts"]
 _COUNTERS: Final = cast(Table, SequenceCounterRow.__table__)
 _E = TypeVar("_E")
 _CHUNK: Final = 500
+# C getters, not a lambda made per call and a Python frame per entry
+_EVENT_ID: Final[Callable[[EventEntry], str]] = attrgetter("event_id")
+_ITEM_ID: Final[Callable[[TranscriptEntry], str]] = attrgetter("item_id")
 
 
 @dataclass(slots=True)
@@ -174,8 +178,8 @@ async def write_facts(
     """
     known_events = await _known_events(conn, list({e.event_id for e in events})) if careful and events else {}
     known_items = await _known_items(conn, list({i.item_id for i in items})) if careful and items else {}
-    fresh_events = _first_copies(events, lambda e: e.event_id, known_events)
-    fresh_items = _first_copies(items, lambda i: i.item_id, known_items)
+    fresh_events = _first_copies(events, _EVENT_ID, known_events)
+    fresh_items = _first_copies(items, _ITEM_ID, known_items)
     stored_events: dict[str, StoredEvent] = {}
     stored_items: dict[str, StoredTranscriptItem] = {}
 
@@ -229,8 +233,10 @@ async def _write_sqlite(
     stored_events: dict[str, StoredEvent],
     stored_items: dict[str, StoredTranscriptItem],
 ) -> None:
-    numbered = [e for e in events if e.conversation_id is not None]
-    loose = [e for e in events if e.conversation_id is None]
+    numbered: list[EventEntry] = []
+    loose: list[EventEntry] = []
+    for entry in events:  # one loop, not two comprehensions (a function object each on Python 3.11)
+        (loose if entry.conversation_id is None else numbered).append(entry)
     if returning:
         for entry in numbered:
             row = event_row(entry, seq=None, now=now)
@@ -264,7 +270,9 @@ async def _write_sqlite(
                 item_rows.append(row)
             await conn.execute(_SQLITE_ITEM_INSERT, item_rows)
     if loose:
-        loose_rows = [event_row(entry, seq=None, now=now) for entry in loose]
+        loose_rows: list[dict[str, object]] = []
+        for entry in loose:
+            loose_rows.append(event_row(entry, seq=None, now=now))
         await conn.execute(_INSERT_EVENTS, loose_rows)
         if returning:  # the stored events are read only then: building them cost a dataclass per event
             for entry, row in zip(loose, loose_rows, strict=True):

@@ -43,24 +43,6 @@ TranscriptItemType = Literal["message", "event", "tool_call", "tool_result"]
 
 EVENTS: Final = cast(Table, EventRow.__table__)
 ITEMS: Final = cast(Table, TranscriptRow.__table__)
-_EVENT_FIELDS: Final = (
-    "event_id",
-    "event_type",
-    "source",
-    "kind",
-    "conversation_id",
-    "workspace_id",
-    "bot_id",
-    "actor_type",
-    "actor_id",
-    "subject_type",
-    "subject_id",
-    "source_event_type",
-    "run_id",
-    "runner_id",
-    "data",
-    "event_time",
-)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -173,12 +155,31 @@ def _summary(text: str | None) -> str | None:
 
 def event_row(entry: EventEntry, *, seq: int | None, now: int) -> dict[str, object]:
     """The ``events`` row of *entry* (summary cut, thread stored as ``""`` for the main line)."""
-    row = {name: getattr(entry, name) for name in _EVENT_FIELDS}
-    row["thread_id"] = main_line(entry.thread_id)
-    row["summary"] = _summary(entry.summary)
-    row["seq"] = seq
-    row["created_at"] = now
-    return row
+    # a literal, not a comprehension of getattr over the field names: three rows per echo request are built
+    # on the writer thread
+    summary = entry.summary
+    return {
+        "event_id": entry.event_id,
+        "event_type": entry.event_type,
+        "source": entry.source,
+        "kind": entry.kind,
+        "conversation_id": entry.conversation_id,
+        "workspace_id": entry.workspace_id,
+        "bot_id": entry.bot_id,
+        "actor_type": entry.actor_type,
+        "actor_id": entry.actor_id,
+        "subject_type": entry.subject_type,
+        "subject_id": entry.subject_id,
+        "source_event_type": entry.source_event_type,
+        "run_id": entry.run_id,
+        "runner_id": entry.runner_id,
+        "data": entry.data,
+        "event_time": entry.event_time,
+        "thread_id": entry.thread_id or "",  # main_line, inline
+        "summary": summary if summary is None or len(summary) <= MAX_SUMMARY_CHARS else _summary(summary),
+        "seq": seq,
+        "created_at": now,
+    }
 
 
 def event_from_row(m: Mapping[Any, Any]) -> StoredEvent:
