@@ -258,26 +258,40 @@ def _result_from_row(m: RowMapping) -> ResultRecord:
     )
 
 
-def _run_row(start: RunStart, owner_host: str | None) -> dict[str, object]:
+def _run_row(
+    start: RunStart, owner_host: str | None, *, finish: RunFinish | None = None
+) -> dict[str, object]:
+    """The ``runs`` row of *start*; ended by *finish* when the run starts and ends in one transaction."""
     conversation = start.conversation
+    if conversation is None:
+        conversation_id = thread_id = workspace_id = None
+    else:
+        conversation_id = conversation.conversation_id
+        thread_id = conversation.thread_id
+        workspace_id = conversation.workspace_id
+    if finish is None:
+        status, code, message, ended_at, usage = "running", None, None, None, {}
+    else:
+        status, code, message = finish.status, finish.code, finish.message
+        ended_at, usage = finish.ended_at, finish.usage
     return {
         "run_id": start.run_id,
         "runner_id": start.runner_id,
         "plugin_id": start.plugin_id,
         "binding_id": start.binding_id,
         "event_id": start.event_id,
-        "conversation_id": None if conversation is None else conversation.conversation_id,
-        "thread_id": None if conversation is None else conversation.thread_id,
-        "workspace_id": None if conversation is None else conversation.workspace_id,
-        "status": "running",
-        "code": None,
-        "message": None,
+        "conversation_id": conversation_id,
+        "thread_id": thread_id,
+        "workspace_id": workspace_id,
+        "status": status,
+        "code": code,
+        "message": message,
         "snapshot": start.snapshot,
         "snapshot_hash": start.snapshot_hash,
         "deadline_at": start.deadline_at,
         "started_at": start.started_at,
-        "ended_at": None,
-        "usage": {},
+        "ended_at": ended_at,
+        "usage": usage,
         "owner_host": owner_host,
     }
 
@@ -554,17 +568,16 @@ class RunStore:
         updates = [f for f in finishes if f.run_id not in born_ended]
         run_ids = [f.run_id for f in updates]
 
-        def run_row(start: RunStart) -> dict[str, object]:
-            row = _run_row(start, self.owner_host)
-            finish = born_ended.get(start.run_id)
-            if finish is not None:
-                row.update(_finish_row(finish))
-            return row
-
         async def work(conn: AsyncConnection, careful: bool) -> None:
-            triggers = _triggers_of(starts)
+            # Loops rather than comprehensions and generator expressions: this runs on the SQLite writer
+            # thread for every journal transaction, and on Python 3.11 each of those makes a function object.
+            triggers: list[EventEntry] = []
             if starts:
-                started = [s.run_id for s in starts]
+                started: list[str] = []
+                for s in starts:
+                    started.append(s.run_id)
+                    if s.event is not None:
+                        triggers.append(s.event)
                 if careful:
                     found = await conn.execute(select(RUNS.c.run_id).where(RUNS.c.run_id.in_(started)))
                     known_run = found.scalars().first()
@@ -575,7 +588,11 @@ class RunStore:
                         raise DuplicateEventStoredError(next(iter(known)))
                 if len(set(started)) != len(started):
                     raise RunExistsError("the same run is started twice")
-                await conn.execute(_INSERT_RUNS, [run_row(s) for s in starts])
+                owner = self.owner_host
+                runs: list[dict[str, object]] = []
+                for s in starts:
+                    runs.append(_run_row(s, owner, finish=born_ended.get(s.run_id)))
+                await conn.execute(_INSERT_RUNS, runs)
             if len(updates) == 1:
                 finish = updates[0]
                 updated = await conn.execute(_FINISH, _finish_params(finish))
@@ -593,25 +610,31 @@ class RunStore:
                 await conn.execute(_FINISH, [_finish_params(f) for f in updates])
             if entry.side:
                 await apply_state_writes(conn, self._db.dialect, entry.side, now=now_ms())
-            results = [_result_row(r) for r in entry.results]
-            results.extend(_result_row(r) for f in finishes for r in f.results)
+            results: list[dict[str, object]] = []
+            for r in entry.results:
+                results.append(_result_row(r))
+            for f in finishes:
+                for r in f.results:
+                    results.append(_result_row(r))
             if results:
                 await conn.execute(_INSERT_RESULTS, results)
             if finishes or starts:
                 # one statement per table for starts and ends together, the starts' records first (their
                 # events and items are numbered before the ends')
+                events = triggers
+                items: list[TranscriptEntry] = []
+                for s in starts:
+                    events.extend(s.start_events)
+                    if s.user_turn is not None:
+                        items.append(s.user_turn)
+                for f in finishes:
+                    events.extend(f.events)
+                    items.extend(f.transcript)
                 await write_facts(
                     conn,
                     self._db.dialect,
-                    events=[
-                        *triggers,
-                        *(event for s in starts for event in s.start_events),
-                        *(event for f in finishes for event in f.events),
-                    ],
-                    items=[
-                        *(s.user_turn for s in starts if s.user_turn is not None),
-                        *(item for f in finishes for item in f.transcript),
-                    ],
+                    events=events,
+                    items=items,
                     now=now_ms(),
                     careful=careful,
                     returning=False,
