@@ -80,7 +80,7 @@ class _Plan:
     """With :attr:`values`: the number of keys of every parameter set this plan was made for, all of them
     parameters (a set of that size whose keys are all found has exactly these keys), or ``-1``."""
 
-    def rows(self, rows: list[object]) -> list[Sequence[object]] | None:
+    def rows(self, rows: list[dict[str, object]]) -> list[Sequence[object]] | None:
         """With :attr:`values` and :attr:`width`: the positional parameters of the dict *rows* (``None``: a
         row that is not a dict, or whose keys are not exactly this plan's, left to the general path)."""
         getter = cast(_Getter, self.values)
@@ -88,10 +88,10 @@ class _Plan:
         processors = self.processors
         out: list[Sequence[object]] = []
         try:
-            for r in rows:
-                if type(r) is not dict or len(cast(_Params, r)) != width:
+            for r in rows:  # no cast() in here: it is a Python call per row
+                if type(r) is not dict or len(r) != width:
                     return None
-                values = getter(cast(_Params, r))  # a missing key raises KeyError: the keys are not ours
+                values = getter(r)  # a missing key raises KeyError: the keys are not ours
                 if processors:
                     processed = list(values)
                     for position, process in processors:
@@ -191,7 +191,7 @@ class CompiledWrites:
             # its width refuses other keys, so neither the rows' shape nor the plan is looked up per call.
             known = self._row_plans.get(id(statement))
             if known is not None:
-                values = known.rows(cast(list[object], given))
+                values = known.rows(cast(list[dict[str, object]], given))
                 if values is not None:
                     return self._run(conn, known, values, True)
         rows = _parameter_sets(parameters) if id(statement) in _HOT else None
