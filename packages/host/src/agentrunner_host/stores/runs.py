@@ -348,11 +348,23 @@ INLINE_MAX_BYTES: Final = 256 * 1024
 def _short(entry: JournalEntry[ResultRecord, RunFinish, StateWrite, RunStart]) -> bool:
     """*entry* is small enough for the loop to commit (results given as JSON objects count as small: only
     the pre-encoded ones, the live path's, are measured)."""
-    results = [*entry.results, *(r for f in entry.finishes for r in f.results)]
-    if len(results) + len(entry.side) > INLINE_MAX_ROWS:
+    # loops, not comprehensions and generator expressions (a function object each on Python 3.11): this is
+    # asked on the loop for every journal transaction
+    rows = len(entry.results) + len(entry.side)
+    size = 0
+    for r in entry.results:
+        if isinstance(r.payload, bytes):
+            size += len(r.payload)
+    for f in entry.finishes:
+        rows += len(f.results)
+        for r in f.results:
+            if isinstance(r.payload, bytes):
+                size += len(r.payload)
+    if rows > INLINE_MAX_ROWS:
         return False
-    size = sum(len(r.payload) for r in results if isinstance(r.payload, bytes))
-    size += sum(len(w.encoded) for w in entry.side if w.encoded is not None)
+    for w in entry.side:
+        if w.encoded is not None:
+            size += len(w.encoded)
     return size <= INLINE_MAX_BYTES
 
 
@@ -557,16 +569,26 @@ class RunStore:
         self, entry: JournalEntry[ResultRecord, RunFinish, StateWrite, RunStart]
     ) -> None:
         starts = entry.starts
-        # a run that starts and ends in this transaction is inserted ended: no update of the row just written
-        # (one statement fewer, its status index touched once)
-        started_here = {s.run_id for s in starts}
-        ending = [f.run_id for f in entry.finishes]
-        born_ended = {
-            f.run_id: f for f in entry.finishes if f.run_id in started_here and ending.count(f.run_id) == 1
-        }
         finishes = entry.finishes
-        updates = [f for f in finishes if f.run_id not in born_ended]
-        run_ids = [f.run_id for f in updates]
+        # a run that starts and ends in this transaction (once) is inserted ended: no update of the row just
+        # written (one statement fewer, its status index touched once). Loops, not comprehensions: see work.
+        born_ended: dict[str, RunFinish] = {}
+        if starts and finishes:
+            started_here: set[str] = set()
+            for s in starts:
+                started_here.add(s.run_id)
+            ending: dict[str, int] = {}
+            for f in finishes:
+                ending[f.run_id] = ending.get(f.run_id, 0) + 1
+            for f in finishes:
+                if f.run_id in started_here and ending[f.run_id] == 1:
+                    born_ended[f.run_id] = f
+        updates: list[RunFinish] = []
+        run_ids: list[str] = []
+        for f in finishes:
+            if f.run_id not in born_ended:
+                updates.append(f)
+                run_ids.append(f.run_id)
 
         async def work(conn: AsyncConnection, careful: bool) -> None:
             # Loops rather than comprehensions and generator expressions: this runs on the SQLite writer
