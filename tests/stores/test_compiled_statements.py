@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from agentrunner import codec
-from agentrunner_host.stores._compiled import CompiledWrites, hot
+from agentrunner_host.stores._compiled import CompiledWrites, Positional, hot
 from agentrunner_host.stores.tables import JSONText
 from sqlalchemy import (
     Column,
@@ -179,3 +179,51 @@ def test_json_given_encoded_and_none_are_stored_as_sqlalchemy_stores_them(conn: 
     for owner in ("o", "sqlalchemy"):
         assert by_key[(owner, "value")] == by_key[(owner, "bytes")] == ("text", codec.dumps_str(value))
         assert by_key[(owner, "none")] == ("null", None)
+
+
+def test_positional_rows_store_what_dict_rows_store(conn: Connection) -> None:
+    """Rows given as tuples (``Positional``) in the plan's order are bound as they are; in another order
+    they are bound by name: both store what SQLAlchemy stores for the same rows as dicts."""
+    seen: list[str] = []
+    writes = _writes(conn, seen)
+    keys = ("owner", "key", "size", "status", "value")
+    rows: list[tuple[object, ...]] = [
+        ("p", "a", 1, "live", {"n": 1}),
+        ("p", "b", 2, "gone", codec.dumps([2])),
+    ]
+    assert writes.execute(conn, INSERT, Positional(keys, rows)).rowcount == 2
+    assert writes._positional_plan(INSERT, Positional(keys, rows)) is not None  # pyright: ignore[reportPrivateUsage]
+    shuffled = ("value", "status", "size", "key", "owner")
+    backwards = [(v, st, si, k, "q") for _, k, si, st, v in rows]
+    assert writes.execute(conn, INSERT, Positional(shuffled, backwards)).rowcount == 2
+    assert writes._positional_plan(INSERT, Positional(shuffled, backwards)) is None  # pyright: ignore[reportPrivateUsage]
+    conn.execute(insert(ITEMS), [{**dict(zip(keys, r, strict=True)), "owner": "sqlalchemy"} for r in rows])
+    stored = conn.exec_driver_sql("SELECT owner, key, size, status, typeof(value), value FROM items").all()
+    by_owner: dict[str, list[tuple[object, ...]]] = {}
+    for owner, *rest in stored:
+        by_owner.setdefault(owner, []).append(tuple(rest))
+    assert by_owner["p"] == by_owner["q"] == by_owner["sqlalchemy"]
+    assert len(seen) == 2
+    with pytest.raises(ValueError, match="a row of 4 values for 5 keys"):
+        writes.execute(conn, INSERT, Positional(keys, [("p", "c", 3, "live")]))
+
+
+def test_the_journal_binds_its_tuples_as_they_are() -> None:
+    """The journal's rows are tuples in the order of its inserts' compiled parameters (a column order that
+    changed would bind them by name: the same rows, only slower)."""
+    from agentrunner_host.stores import runs
+    from agentrunner_host.stores._facts import (
+        _INSERT_EVENTS,  # pyright: ignore[reportPrivateUsage]
+    )
+    from agentrunner_host.stores.records import EVENT_KEYS
+
+    engine = create_engine("sqlite://")
+    writes = CompiledWrites(engine.dialect, listeners=None)
+    for statement, keys in (
+        (runs._INSERT_RUNS, runs._RUN_KEYS),  # pyright: ignore[reportPrivateUsage]
+        (runs._INSERT_RESULTS, runs._RESULT_KEYS),  # pyright: ignore[reportPrivateUsage]
+        (_INSERT_EVENTS, EVENT_KEYS),
+    ):
+        rows = Positional(keys, [tuple(None for _ in keys)])
+        assert writes._positional_plan(statement, rows) is not None  # pyright: ignore[reportPrivateUsage]
+    engine.dispose()

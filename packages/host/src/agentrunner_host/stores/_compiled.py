@@ -24,13 +24,13 @@ import sqlite3
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
-from typing import Any, Final, TypeVar, cast
+from typing import Any, Final, TypeVar, cast, overload
 
 from sqlalchemy import Connection, Dialect
 from sqlalchemy.exc import DBAPIError, MultipleResultsFound, NoResultFound
 from sqlalchemy.sql import Executable, Select
 
-__all__ = ["CompiledWrites", "hot"]
+__all__ = ["CompiledWrites", "Positional", "hot"]
 
 _S = TypeVar("_S", bound=Executable)
 
@@ -42,6 +42,37 @@ def hot(statement: _S) -> _S:
     """Mark a module-level *statement* (built once) for the writer thread's compiled path."""
     _HOT[id(statement)] = statement
     return statement
+
+
+class Positional(Sequence[Mapping[str, object]]):
+    """The rows of a hot write as tuples of values in the order of :attr:`keys`, for a caller that knows it
+    runs on a :class:`CompiledWrites` (a SQLite batch): when :attr:`keys` are its plan's parameters in the
+    plan's order, the tuples are bound as they are, with no dict per row to build and read back by name.
+    Otherwise they are bound as :meth:`dicts`, the same rows. SQLAlchemy itself refuses it (not a list):
+    give it :meth:`dicts`."""
+
+    __slots__ = ("keys", "rows")
+
+    def __init__(self, keys: tuple[str, ...], rows: list[tuple[object, ...]]) -> None:
+        self.keys = keys
+        self.rows = rows
+
+    def dicts(self) -> list[dict[str, object]]:
+        """The rows as dicts of :attr:`keys`."""
+        keys = self.keys
+        return [dict(zip(keys, row, strict=True)) for row in self.rows]
+
+    @overload
+    def __getitem__(self, index: int) -> Mapping[str, object]: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Mapping[str, object]]: ...
+    def __getitem__(self, index: int | slice) -> Mapping[str, object] | Sequence[Mapping[str, object]]:
+        if isinstance(index, slice):
+            return self.dicts()[index]
+        return dict(zip(self.keys, self.rows[index], strict=True))
+
+    def __len__(self) -> int:
+        return len(self.rows)
 
 
 class _Marker:
@@ -100,6 +131,24 @@ class _Plan:
                 out.append(values)
         except KeyError:
             return None
+        return out
+
+    def positional(self, rows: list[tuple[object, ...]]) -> list[Sequence[object]]:
+        """The positional parameters of *rows*, tuples already in this plan's order (see :class:`Positional`):
+        only the bind processors run."""
+        processors = self.processors
+        width = self.width
+        out: list[Sequence[object]] = []
+        for row in rows:
+            if len(row) != width:  # as zip(strict=True) refuses it on the way to SQLAlchemy
+                raise ValueError(f"a row of {len(row)} values for {width} keys")
+            if processors:
+                values = list(row)
+                for position, process in processors:
+                    values[position] = process(values[position])
+                out.append(values)
+            else:
+                out.append(row)
         return out
 
     def row(self, parameters: _Params) -> Sequence[object]:
@@ -173,7 +222,7 @@ _NO_PLAN: Final = object()
 class CompiledWrites:
     """The compiled plans of one synchronous SQLite connection (use it on that connection's thread only)."""
 
-    __slots__ = ("_dialect", "_expanding", "_hub", "_plans", "_row_plans")
+    __slots__ = ("_dialect", "_expanding", "_hub", "_plans", "_positional", "_row_plans")
 
     def __init__(self, dialect: Dialect, *, listeners: Any) -> None:
         self._dialect = dialect
@@ -182,10 +231,14 @@ class CompiledWrites:
         self._expanding: dict[int, frozenset[str]] = {}
         self._row_plans: dict[int, _Plan] = {}
         """Per hot write: the last plan that bound a list of rows by name (see :meth:`_Plan.rows`)."""
+        self._positional: dict[tuple[int, tuple[str, ...]], _Plan | None] = {}
+        """Per hot write and :attr:`Positional.keys`: the plan that binds such tuples as they are, if any."""
 
     def execute(self, conn: Connection, statement: Any, parameters: Any = None) -> Any:
         """``conn.execute(statement, parameters)``, on the driver's cursor when *statement* is hot."""
         given: object = parameters
+        if type(given) is Positional:
+            return self._execute_positional(conn, statement, given)
         if type(given) is list and given:
             # The journal's inserts: rows of the keys a plan was made for. Its getter takes them by name and
             # its width refuses other keys, so neither the rows' shape nor the plan is looked up per call.
@@ -218,7 +271,39 @@ class CompiledWrites:
             self._row_plans[id(statement)] = plan
         return self._run(conn, plan, values, many)
 
-    def _run(self, conn: Connection, plan: _Plan, values: list[Sequence[object]], many: bool) -> Any:
+    def _execute_positional(self, conn: Connection, statement: Executable, given: Positional) -> object:
+        if not given.rows:
+            return conn.execute(statement, [])
+        key = (id(statement), given.keys)
+        plan = self._positional.get(key, _NO_PLAN)
+        if plan is _NO_PLAN:
+            plan = self._positional_plan(statement, given)
+            self._positional[key] = plan
+        if not isinstance(plan, _Plan):
+            return self.execute(conn, statement, given.dicts())
+        return self._run(conn, plan, plan.positional(given.rows), True)
+
+    def _positional_plan(self, statement: Executable, given: Positional) -> _Plan | None:
+        """The plan of *statement* for rows of *given*'s keys when it binds exactly those keys in their order
+        (a write: no list element, no literal, no key it does not bind)."""
+        if id(statement) not in _HOT:
+            return None
+        first = dict(zip(given.keys, given.rows[0], strict=True))
+        expanding = self._expanding.get(id(statement))
+        if expanding is None:
+            expanding = _expanding_keys(statement, sorted(first), self._dialect)
+            self._expanding[id(statement)] = expanding
+        shape = _shape(first, expanding)
+        plan = None if shape is None else self._plan(statement, shape, first, expanding)
+        if not isinstance(plan, _Plan) or plan.columns is not None or plan.width != len(given.keys):
+            return None
+        if tuple(key for key, _, _, _ in plan.sources) != given.keys:
+            return None
+        return plan
+
+    def _run(
+        self, conn: Connection, plan: _Plan, values: list[Sequence[object]], many: bool
+    ) -> _Outcome | _Rows:
         cursor: Any = conn.connection.dbapi_connection.cursor()  # pyright: ignore[reportOptionalMemberAccess]
         try:
             if self._hub.before_cursor_execute:

@@ -25,9 +25,11 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from agentrunner_host.stores.tables import SequenceCounterRow
 
-from ._compiled import hot
+from ._compiled import Positional, hot
+from ._connections import _SyncExecutor  # pyright: ignore[reportPrivateUsage]
 from ._sql import insert_for, main_line
 from .records import (
+    EVENT_KEYS,
     EVENTS,
     ITEMS,
     AppendOutcome,
@@ -37,11 +39,12 @@ from .records import (
     TranscriptEntry,
     event_from_row,
     event_row,
+    event_values,
     item_from_row,
     item_row,
 )
 
-__all__ = ["Written", "write_facts"]
+__all__ = ["Written", "bindable_rows", "write_facts"]
 
 _COUNTERS: Final = cast(Table, SequenceCounterRow.__table__)
 _E = TypeVar("_E")
@@ -59,6 +62,17 @@ class Written:
     """One outcome per event entry, in order."""
     items: list[StoredTranscriptItem] = field(default_factory=list[StoredTranscriptItem])
     """One stored item per transcript entry, in order (the earlier one for known ids)."""
+
+
+def bindable_rows(
+    conn: AsyncConnection, keys: tuple[str, ...], rows: list[tuple[object, ...]]
+) -> Sequence[Mapping[str, object]]:
+    """The parameters of a hot insert of *rows* (values of *keys*) for *conn*: the tuples themselves on the
+    SQLite batch's executor, whose compiled path binds them as they are (see :class:`Positional`); dicts
+    for SQLAlchemy's connections."""
+    if isinstance(conn, _SyncExecutor):
+        return Positional(keys, rows)
+    return Positional(keys, rows).dicts()
 
 
 def _next_seq_sqlite(table: Table, *conditions: ColumnElement[bool]) -> ScalarSelect[int]:
@@ -270,10 +284,10 @@ async def _write_sqlite(
                 item_rows.append(row)
             await conn.execute(_SQLITE_ITEM_INSERT, item_rows)
     if loose:
-        loose_rows: list[dict[str, object]] = []
+        loose_rows: list[tuple[object, ...]] = []
         for entry in loose:
-            loose_rows.append(event_row(entry, seq=None, now=now))
-        await conn.execute(_INSERT_EVENTS, loose_rows)
+            loose_rows.append(event_values(entry, seq=None, now=now))
+        await conn.execute(_INSERT_EVENTS, bindable_rows(conn, EVENT_KEYS, loose_rows))
         if returning:  # the stored events are read only then: building them cost a dataclass per event
-            for entry, row in zip(loose, loose_rows, strict=True):
-                stored_events[entry.event_id] = event_from_row(row)
+            for entry, values in zip(loose, loose_rows, strict=True):
+                stored_events[entry.event_id] = event_from_row(dict(zip(EVENT_KEYS, values, strict=True)))

@@ -17,6 +17,7 @@ from .errors import InvalidValueError
 
 __all__ = [
     "EVENTS",
+    "EVENT_KEYS",
     "ITEMS",
     "MAX_SUMMARY_CHARS",
     "AppendOutcome",
@@ -30,6 +31,7 @@ __all__ = [
     "check_contents",
     "event_from_row",
     "event_row",
+    "event_values",
     "item_from_row",
     "item_row",
 ]
@@ -153,33 +155,63 @@ def _summary(text: str | None) -> str | None:
     return text[: MAX_SUMMARY_CHARS - 1] + "…"
 
 
+EVENT_KEYS: Final = (
+    "event_id",
+    "event_type",
+    "source",
+    "kind",
+    "conversation_id",
+    "thread_id",
+    "seq",
+    "workspace_id",
+    "bot_id",
+    "actor_type",
+    "actor_id",
+    "subject_type",
+    "subject_id",
+    "source_event_type",
+    "run_id",
+    "runner_id",
+    "summary",
+    "data",
+    "event_time",
+    "created_at",
+)
+"""The keys of :func:`event_values`: the columns of ``events`` but its ``id``, in the table's order (the order
+of the SQLite writer's compiled insert, which binds such tuples as they are)."""
+
+
+def event_values(entry: EventEntry, *, seq: int | None, now: int) -> tuple[object, ...]:
+    """The ``events`` row of *entry* as values of :data:`EVENT_KEYS` (summary cut, thread stored as ``""``
+    for the main line)."""
+    summary = entry.summary
+    return (
+        entry.event_id,
+        entry.event_type,
+        entry.source,
+        entry.kind,
+        entry.conversation_id,
+        entry.thread_id or "",  # main_line, inline: three rows per echo request
+        seq,
+        entry.workspace_id,
+        entry.bot_id,
+        entry.actor_type,
+        entry.actor_id,
+        entry.subject_type,
+        entry.subject_id,
+        entry.source_event_type,
+        entry.run_id,
+        entry.runner_id,
+        summary if summary is None or len(summary) <= MAX_SUMMARY_CHARS else _summary(summary),
+        entry.data,
+        entry.event_time,
+        now,
+    )
+
+
 def event_row(entry: EventEntry, *, seq: int | None, now: int) -> dict[str, object]:
     """The ``events`` row of *entry* (summary cut, thread stored as ``""`` for the main line)."""
-    # a literal, not a comprehension of getattr over the field names: three rows per echo request are built
-    # on the writer thread
-    summary = entry.summary
-    return {
-        "event_id": entry.event_id,
-        "event_type": entry.event_type,
-        "source": entry.source,
-        "kind": entry.kind,
-        "conversation_id": entry.conversation_id,
-        "workspace_id": entry.workspace_id,
-        "bot_id": entry.bot_id,
-        "actor_type": entry.actor_type,
-        "actor_id": entry.actor_id,
-        "subject_type": entry.subject_type,
-        "subject_id": entry.subject_id,
-        "source_event_type": entry.source_event_type,
-        "run_id": entry.run_id,
-        "runner_id": entry.runner_id,
-        "data": entry.data,
-        "event_time": entry.event_time,
-        "thread_id": entry.thread_id or "",  # main_line, inline
-        "summary": summary if summary is None or len(summary) <= MAX_SUMMARY_CHARS else _summary(summary),
-        "seq": seq,
-        "created_at": now,
-    }
+    return dict(zip(EVENT_KEYS, event_values(entry, seq=seq, now=now), strict=True))
 
 
 def event_from_row(m: Mapping[Any, Any]) -> StoredEvent:

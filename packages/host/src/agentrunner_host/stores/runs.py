@@ -29,7 +29,7 @@ from agentrunner_host.stores.tables import JSONText, ResultRow, RunRow
 from . import _pg_batch as pg_batch
 from ._batch import Coalescer
 from ._compiled import hot
-from ._facts import known_events, write_facts
+from ._facts import bindable_rows, known_events, write_facts
 from ._pg_batch import PgBatch
 from .errors import DuplicateEventStoredError, RunExistsError, RunStateError
 from .journal import (
@@ -258,10 +258,35 @@ def _result_from_row(m: RowMapping) -> ResultRecord:
     )
 
 
-def _run_row(
+_RUN_KEYS: Final = (
+    "run_id",
+    "runner_id",
+    "plugin_id",
+    "binding_id",
+    "event_id",
+    "conversation_id",
+    "thread_id",
+    "workspace_id",
+    "status",
+    "code",
+    "message",
+    "snapshot",
+    "snapshot_hash",
+    "deadline_at",
+    "started_at",
+    "ended_at",
+    "usage",
+    "owner_host",
+)
+"""The keys of :func:`_run_values`: the columns of ``runs`` in the table's order (the order of the SQLite
+writer's compiled insert, which binds such tuples as they are)."""
+
+
+def _run_values(
     start: RunStart, owner_host: str | None, *, finish: RunFinish | None = None
-) -> dict[str, object]:
-    """The ``runs`` row of *start*; ended by *finish* when the run starts and ends in one transaction."""
+) -> tuple[object, ...]:
+    """The ``runs`` row of *start* as values of :data:`_RUN_KEYS`; ended by *finish* when the run starts and
+    ends in one transaction."""
     conversation = start.conversation
     if conversation is None:
         conversation_id = thread_id = workspace_id = None
@@ -274,26 +299,30 @@ def _run_row(
     else:
         status, code, message = finish.status, finish.code, finish.message
         ended_at, usage = finish.ended_at, finish.usage
-    return {
-        "run_id": start.run_id,
-        "runner_id": start.runner_id,
-        "plugin_id": start.plugin_id,
-        "binding_id": start.binding_id,
-        "event_id": start.event_id,
-        "conversation_id": conversation_id,
-        "thread_id": thread_id,
-        "workspace_id": workspace_id,
-        "status": status,
-        "code": code,
-        "message": message,
-        "snapshot": start.snapshot,
-        "snapshot_hash": start.snapshot_hash,
-        "deadline_at": start.deadline_at,
-        "started_at": start.started_at,
-        "ended_at": ended_at,
-        "usage": usage,
-        "owner_host": owner_host,
-    }
+    return (
+        start.run_id,
+        start.runner_id,
+        start.plugin_id,
+        start.binding_id,
+        start.event_id,
+        conversation_id,
+        thread_id,
+        workspace_id,
+        status,
+        code,
+        message,
+        start.snapshot,
+        start.snapshot_hash,
+        start.deadline_at,
+        start.started_at,
+        ended_at,
+        usage,
+        owner_host,
+    )
+
+
+def _run_row(start: RunStart, owner_host: str | None) -> dict[str, object]:
+    return dict(zip(_RUN_KEYS, _run_values(start, owner_host), strict=True))
 
 
 _INSERT_RUNS: Final = hot(insert(RUNS))
@@ -368,15 +397,23 @@ def _short(entry: JournalEntry[ResultRecord, RunFinish, StateWrite, RunStart]) -
     return size <= INLINE_MAX_BYTES
 
 
+_RESULT_KEYS: Final = ("run_id", "host_seq", "runner_sequence", "type", "payload", "created_at")
+"""The keys of :func:`_result_values`, in the order of the ``run_results`` columns (see :data:`_RUN_KEYS`)."""
+
+
+def _result_values(result: ResultRecord) -> tuple[object, ...]:
+    return (
+        result.run_id,
+        result.host_seq,
+        result.runner_sequence,
+        result.type,
+        result.payload,
+        result.created_at,
+    )
+
+
 def _result_row(result: ResultRecord) -> dict[str, object]:
-    return {
-        "run_id": result.run_id,
-        "host_seq": result.host_seq,
-        "runner_sequence": result.runner_sequence,
-        "type": result.type,
-        "payload": result.payload,
-        "created_at": result.created_at,
-    }
+    return dict(zip(_RESULT_KEYS, _result_values(result), strict=True))
 
 
 class RunStore:
@@ -611,10 +648,10 @@ class RunStore:
                 if len(set(started)) != len(started):
                     raise RunExistsError("the same run is started twice")
                 owner = self.owner_host
-                runs: list[dict[str, object]] = []
+                runs: list[tuple[object, ...]] = []
                 for s in starts:
-                    runs.append(_run_row(s, owner, finish=born_ended.get(s.run_id)))
-                await conn.execute(_INSERT_RUNS, runs)
+                    runs.append(_run_values(s, owner, finish=born_ended.get(s.run_id)))
+                await conn.execute(_INSERT_RUNS, bindable_rows(conn, _RUN_KEYS, runs))
             if len(updates) == 1:
                 finish = updates[0]
                 updated = await conn.execute(_FINISH, _finish_params(finish))
@@ -632,14 +669,14 @@ class RunStore:
                 await conn.execute(_FINISH, [_finish_params(f) for f in updates])
             if entry.side:
                 await apply_state_writes(conn, self._db.dialect, entry.side, now=now_ms())
-            results: list[dict[str, object]] = []
+            results: list[tuple[object, ...]] = []
             for r in entry.results:
-                results.append(_result_row(r))
+                results.append(_result_values(r))
             for f in finishes:
                 for r in f.results:
-                    results.append(_result_row(r))
+                    results.append(_result_values(r))
             if results:
-                await conn.execute(_INSERT_RESULTS, results)
+                await conn.execute(_INSERT_RESULTS, bindable_rows(conn, _RESULT_KEYS, results))
             if finishes or starts:
                 # one statement per table for starts and ends together, the starts' records first (their
                 # events and items are numbered before the ends')
