@@ -101,7 +101,7 @@ class _Plan:
     columns: tuple[str, ...] | None
     """A select's result keys (``None``: a write)."""
     loaders: tuple[Callable[[Any], Any] | None, ...]
-    """A select's result processor per column."""
+    """A select's result processor per column (empty: none has one)."""
     values: _Getter | None = None
     """When every parameter is a plain value of the caller's (no list element, no literal: every insert and
     update): the caller's values in positional order, as one ``itemgetter`` call."""
@@ -323,7 +323,7 @@ class CompiledWrites:
             if fetched is None or plan.columns is None:
                 return _Outcome(cursor.rowcount)
             loaders = plan.loaders
-            if any(loader is not None for loader in loaders):
+            if loaders:
                 fetched = [
                     tuple(v if load is None else load(v) for v, load in zip(row, loaders, strict=True))
                     for row in fetched
@@ -400,9 +400,15 @@ def _values(
     SQLAlchemy)."""
     width = plan.width
     if width < 0:
-        if any(_shape(r, expanding) != shape for r in rows[1:]):
-            return None
-        return [plan.row(r) for r in rows]
+        # loops, not any() over a generator and a comprehension (a function object each on Python 3.11): a
+        # run start's read comes here on every request
+        for r in rows[1:]:
+            if _shape(r, expanding) != shape:
+                return None
+        walked: list[Sequence[object]] = []
+        for r in rows:
+            walked.append(plan.row(r))
+        return walked
     # Every key of the first row is a parameter of the plan, so a row of the same size whose keys are all
     # found has the same keys (in any order: values are taken by name): no shape per row.
     out: list[Sequence[object]] = []
@@ -463,6 +469,8 @@ def _compile(
         return _Plan(expanded.statement, tuple(sources), None, (), getter, processors, width)
     columns = list(statement.selected_columns)
     loaders = tuple(c.type.dialect_impl(dialect).result_processor(dialect, None) for c in columns)
+    if all(loader is None for loader in loaders):
+        loaders = ()  # found here once, not asked per call
     keys = tuple(str(k) for k in statement.selected_columns.keys())  # noqa: SIM118 - iterating yields columns
     return _Plan(expanded.statement, tuple(sources), keys, loaders, getter, processors, width)
 
