@@ -192,11 +192,11 @@ def test_positional_rows_store_what_dict_rows_store(conn: Connection) -> None:
         ("p", "b", 2, "gone", codec.dumps([2])),
     ]
     assert writes.execute(conn, INSERT, Positional(keys, rows)).rowcount == 2
-    assert writes._positional_plan(INSERT, Positional(keys, rows)) is not None  # pyright: ignore[reportPrivateUsage]
+    assert writes._positional_plan(INSERT, Positional(keys, rows)) is not None
     shuffled = ("value", "status", "size", "key", "owner")
     backwards = [(v, st, si, k, "q") for _, k, si, st, v in rows]
     assert writes.execute(conn, INSERT, Positional(shuffled, backwards)).rowcount == 2
-    assert writes._positional_plan(INSERT, Positional(shuffled, backwards)) is None  # pyright: ignore[reportPrivateUsage]
+    assert writes._positional_plan(INSERT, Positional(shuffled, backwards)) is None
     conn.execute(insert(ITEMS), [{**dict(zip(keys, r, strict=True)), "owner": "sqlalchemy"} for r in rows])
     stored = conn.exec_driver_sql("SELECT owner, key, size, status, typeof(value), value FROM items").all()
     by_owner: dict[str, list[tuple[object, ...]]] = {}
@@ -213,17 +213,17 @@ def test_the_journal_binds_its_tuples_as_they_are() -> None:
     changed would bind them by name: the same rows, only slower)."""
     from agentrunner_host.stores import runs
     from agentrunner_host.stores._facts import (
-        _INSERT_EVENTS,  # pyright: ignore[reportPrivateUsage]
+        _INSERT_EVENTS,
     )
     from agentrunner_host.stores.records import EVENT_KEYS
 
     engine = create_engine("sqlite://")
     writes = CompiledWrites(engine.dialect, listeners=None)
     for statement, keys in (
-        (runs._INSERT_RUNS, runs._RUN_KEYS),  # pyright: ignore[reportPrivateUsage]
-        (runs._INSERT_RESULTS, runs._RESULT_KEYS),  # pyright: ignore[reportPrivateUsage]
+        (runs._INSERT_RUNS, runs._RUN_KEYS),
+        (runs._INSERT_RESULTS, runs._RESULT_KEYS),
         (_INSERT_EVENTS, EVENT_KEYS),
     ):
         rows = Positional(keys, [tuple(None for _ in keys)])
-        assert writes._positional_plan(statement, rows) is not None  # pyright: ignore[reportPrivateUsage]
+        assert writes._positional_plan(statement, rows) is not None
     engine.dispose()
