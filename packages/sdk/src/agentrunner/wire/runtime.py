@@ -79,6 +79,11 @@ def _is_call_result(raw: object) -> TypeGuard[_CallResultWire]:
     )
 
 
+_NOT_SENT: Final = {"caller"}
+"""Request fields a runtime never sends: the host stamps ``caller`` from the connection."""
+_REQUEST_SERIALIZER: Final = BackCallRequest.__pydantic_serializer__
+
+
 class _RunSlot:
     """A run hosted by this runtime: its task and its result credit."""
 
@@ -90,11 +95,11 @@ class _RunSlot:
         self.task: asyncio.Task[None] | None = None
         self.ended = False
 
-    async def take_credit(self) -> None:
+    async def wait_credit(self) -> None:
+        """Return once the run has credit for a result (the caller takes it)."""
         while self.credit <= 0:
             self.credit_changed.clear()
             await self.credit_changed.wait()
-        self.credit -= 1
 
 
 class WireAPITransport:
@@ -110,7 +115,7 @@ class WireAPITransport:
 
     @staticmethod
     def _wire_request(request: BackCallRequest) -> JsonObject:
-        return request.model_dump(mode="json", exclude={"caller"}, exclude_none=True)
+        return request.model_dump(mode="json", exclude=_NOT_SENT, exclude_none=True)
 
     async def call(self, request: BackCallRequest, *, timeout: float | None) -> JsonObject:
         """Send a ``call`` frame and wait for its ``call_result`` / ``call_error``.
@@ -122,9 +127,16 @@ class WireAPITransport:
         future: asyncio.Future[JsonObject] = asyncio.get_running_loop().create_future()
         self._calls[call_id] = future
         try:
-            # A unary CallFrame's fields encoded directly: the model would only copy the request's dump.
-            frame = {"kind": "call", "id": call_id, "request": self._wire_request(request)}
-            await self._runtime.send_encoded(codec.dumps(frame) + b"\n", what="CallFrame")
+            # A unary CallFrame written directly: pydantic serialises the request to JSON straight into the line,
+            # with no dict built first and no frame model. JSON holding NaN or Infinity (params are not checked
+            # when a caller builds its own request) takes the dict path, which writes them as null as before.
+            body = _REQUEST_SERIALIZER.to_json(request, exclude=_NOT_SENT, exclude_none=True)
+            if b"NaN" in body or b"Infinity" in body:
+                frame = {"kind": "call", "id": call_id, "request": self._wire_request(request)}
+                data = codec.dumps(frame) + b"\n"
+            else:
+                data = b'{"kind":"call","id":%d,"request":%s}\n' % (call_id, body)
+            await self._runtime.send_encoded(data, what="CallFrame")
             return await future
         except asyncio.CancelledError:
             if not future.done():
@@ -271,17 +283,6 @@ class PluginRuntime:
             )
         await self._channel.send(data)
 
-    async def _send_result(self, data: bytes) -> None:
-        # The hot path: a ResultFrame encoded by _result_line, written with the rest of the runner's burst
-        # (``send_batched``).
-        if self._channel is None or self._closing:
-            raise RuntimeAPIError("the host connection is closed")
-        if len(data) > self.max_frame_bytes + 1:
-            raise PayloadTooLargeError(
-                f"a result of {len(data)} bytes exceeds the host's {self.max_frame_bytes}-byte frame limit"
-            )
-        await self._channel.send_batched(data)
-
     def send_nowait(self, frame: BaseModel) -> None:
         """Queue a small control frame without waiting; dropped once the connection is closing."""
         if self._channel is not None and not self._closing:
@@ -406,11 +407,21 @@ class PluginRuntime:
         try:
             async for result in stream:
                 data, sequence = _result_line(result, run_id, head, sequence)
-                await slot.take_credit()
-                try:
-                    await self._send_result(data)
-                except PayloadTooLargeError as exc:
-                    return RunEndError(code="runtime.payload_too_large", message=exc.message)
+                # The credit check and the send are inlined (the hot path): an awaited helper per result costs
+                # a coroutine each even when nothing waits.
+                if slot.credit <= 0:
+                    await slot.wait_credit()
+                slot.credit -= 1
+                channel = self._channel
+                if channel is None or self._closing:
+                    raise RuntimeAPIError("the host connection is closed")
+                if len(data) > self.max_frame_bytes + 1:
+                    return RunEndError(
+                        code="runtime.payload_too_large",
+                        message=f"a result of {len(data)} bytes exceeds the host's {self.max_frame_bytes}-byte"
+                        " frame limit",
+                    )
+                await channel.send_batched(data)
         except asyncio.CancelledError:
             # The cancel may have landed while we waited for credit, outside the runner's own await: deliver
             # it at the runner's yield too, so its cleanup sees CancelledError either way.
