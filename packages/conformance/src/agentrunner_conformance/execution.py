@@ -11,13 +11,15 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
-from typing import Any, Literal, cast
+from typing import Any, Final, Literal, cast
 
 from agentrunner import (
+    KNOWN_RESULT_TYPES,
     TERMINAL_RESULT_TYPES,
     AgentRunAPI,
     AgentRunContext,
     AgentRunner,
+    AgentRunResultAdapter,
     ParsedResult,
     parse_result,
 )
@@ -29,6 +31,11 @@ __all__ = ["CancelPlan", "Ending", "ObservedResult", "RunHandle", "RunRecord", "
 
 Ending = Literal["returned", "raised", "cancelled", "abandoned"]
 """How run() ended: it returned, raised, let a cancel propagate, or never stopped and was abandoned."""
+
+_MODEL_DUMP: Final = BaseModel.model_dump
+_RESULT_VALIDATOR: Final = AgentRunResultAdapter.validator
+_HOST_APPLIES: Final = frozenset({"state.updated", "artifact.created"})
+"""Result types :meth:`SimulatedHost.apply` acts on."""
 
 _HUNG_AFTER = 10.0
 """Seconds a run without a deadline may take before the host gives up on it."""
@@ -129,7 +136,16 @@ def _observe(index: int, item: object, *, after_cancel: bool) -> ObservedResult:
     raw: dict[str, Any] | None
     if isinstance(item, BaseModel):
         try:
-            raw = item.model_dump(mode="json", warnings=False)
+            cls = type(item)
+            if cls.model_dump is _MODEL_DUMP:
+                # model_dump's own serializer called directly (the same arguments): its wrapper costs about as
+                # much as the dump of a small result. A model that overrides model_dump keeps its own.
+                dumped: dict[str, object] = cls.__pydantic_serializer__.to_python(
+                    item, mode="json", warnings=False
+                )
+                raw = dumped
+            else:
+                raw = item.model_dump(mode="json", warnings=False)
         except Exception as exc:  # a broken model must be reported, not crash the kit
             return ObservedResult(index=index, raw=None, parsed=None, problem=f"cannot encode: {exc}")
     elif isinstance(item, dict):
@@ -139,11 +155,20 @@ def _observe(index: int, item: object, *, after_cancel: bool) -> ObservedResult:
             index=index, raw=None, parsed=None, problem=f"yielded a {type(item).__name__}, not a result"
         )
     try:
-        parsed = parse_result(raw)
+        parsed = _parse(raw)
     except (ValidationError, ValueError) as exc:
         problem = str(exc).splitlines()[0] if not isinstance(exc, ValidationError) else _first_error(exc)
         return ObservedResult(index=index, raw=raw, parsed=None, problem=problem, after_cancel=after_cancel)
     return ObservedResult(index=index, raw=raw, parsed=parsed, after_cancel=after_cancel)
+
+
+def _parse(raw: dict[str, object]) -> ParsedResult:
+    """:func:`~agentrunner.parse_result` of a decoded object, with the result union's validator called directly
+    (the TypeAdapter's wrapper costs a sixth of a small result's validation)."""
+    result_type = raw.get("type")
+    if not isinstance(result_type, str) or result_type not in KNOWN_RESULT_TYPES:
+        return parse_result(raw)  # its errors and UnknownResult
+    return _RESULT_VALIDATOR.validate_python(raw)
 
 
 def _first_error(exc: ValidationError) -> str:
@@ -164,8 +189,6 @@ class RunHandle:
         self._started = time.monotonic()
         self._waiters: list[asyncio.Future[None]] = []
         self._task = asyncio.create_task(self._consume(runner, api), name=f"run {record.ctx.run_id}")
-        # A task cancelled before its first step never runs _consume's finally: this still wakes the waiters.
-        self._task.add_done_callback(self._release)
 
     @property
     def done(self) -> bool:
@@ -180,10 +203,13 @@ class RunHandle:
             async for item in stream:
                 observed = _observe(len(record.results), item, after_cancel=record.cancelled_at is not None)
                 record.results.append(observed)
-                if observed.parsed is not None:
-                    host.apply(run_id, observed.parsed)
-                if observed.is_terminal:
-                    host.close(run_id)
+                parsed = observed.parsed
+                if parsed is not None:
+                    # Only these types change the host (SimulatedHost.apply ignores every other one).
+                    if parsed.type in _HOST_APPLIES:
+                        host.apply(run_id, parsed)
+                    elif parsed.type in TERMINAL_RESULT_TYPES:
+                        host.close(run_id)
         finally:
             try:
                 closer = getattr(stream, "aclose", None)
@@ -223,6 +249,10 @@ class RunHandle:
         if self._task.done() or self.record.cancelled_at is not None:
             return
         self.record.cancelled_at = len(self.record.results)
+        # A task cancelled before its first step never runs _consume's finally: its done callback still wakes
+        # the waiters. Added here, the only place a waited-for run is cancelled, so a run nobody cancels pays
+        # no callback (one loop handle per run).
+        self._task.add_done_callback(self._release)
         self._task.cancel()
         await self._wait(grace)
         self.record.stopped_in_grace = self._task.done()
