@@ -12,8 +12,8 @@ Serialization failures, deadlocks and unique violations from racing inserts are 
 Batches of the hot path (the journal: live results, state updates and run ends) take one thread hop per
 transaction on SQLite instead of several per statement: :meth:`Database.transact_batch` runs the whole
 transaction on a dedicated writer thread with a plain ``sqlite3`` connection under SQLAlchemy Core (same
-statements, same types), still under the process's one write lock; a journal batch is committed on the
-event loop's own thread instead when nothing else waits for that thread (see :mod:`._inline`). On
+statements, same types), still under the process's one write lock; a short journal batch is committed
+on the event loop's own thread instead when the writer thread is idle (see :mod:`._inline`). On
 PostgreSQL the same two hot transactions (run starts and the journal) are each one statement run alone in
 autocommit (:meth:`Database.execute_alone`, built by :mod:`._pg_batch`): one round trip instead of one per
 statement plus ``BEGIN`` and ``COMMIT``.
@@ -43,7 +43,7 @@ from sqlalchemy.pool import QueuePool, StaticPool
 from agentrunner_host.stores.engine import SQLITE_BEGIN_OPTION, SQLITE_BUSY_TIMEOUT_MS
 
 from ._compiled import CompiledWrites
-from ._inline import READING, InlineCommits, checkpoint, loop_idle
+from ._inline import READING, InlineCommits, checkpoint
 from ._loop_reads import LoopReader, loop_reader_for
 
 __all__ = ["Database", "RetryTransaction", "now_ms"]
@@ -159,11 +159,11 @@ class Database:
         written against :class:`AsyncConnection` but is given a synchronous connection behind the same
         ``execute``; it must await nothing else (it is driven without an event loop).
 
-        *inline*: the transaction may instead run right here, on the loop's thread, when nothing else waits
-        for that thread and SQLite would not make it wait (see :mod:`._inline`); otherwise, as before."""
+        *inline*: the transaction may instead run right here, on the loop's thread, when the writer thread is
+        idle and SQLite would not make it wait (see :mod:`._inline`); otherwise, as before."""
         if not self.is_sqlite:
             return await self.transact_optimistic(work)
-        if inline and self.inline is not None and not self._closed and self._writer_idle() and loop_idle():
+        if inline and self.inline is not None and not self._closed and self._writer_idle():
             done = self._batch_inline(work)
             if done is not None:
                 return done[0]
@@ -273,7 +273,7 @@ class Database:
 
     def _batch_inline(self, work: Callable[[AsyncConnection, bool], Awaitable[T]]) -> tuple[T] | None:
         """*work* committed on the loop's thread now, on the writer thread's connection (the caller checked
-        that the loop and the writer thread are idle), or ``None`` when SQLite reported the database busy or
+        that the writer thread is idle), or ``None`` when SQLite reported the database busy or
         locked (rolled back: the writer thread runs it, waiting for the lock). Its other errors are raised as
         the writer thread's path raises them. The write lock is not taken: nothing else runs on the loop
         until this returns."""

@@ -1,20 +1,18 @@
-"""Journal commits on the event loop's own thread, when nothing else waits for that thread (SQLite files).
+"""Journal commits on the event loop's own thread, when the writer thread is idle (SQLite files).
 
-A journal transaction of a short run (its start, results and end: about six statements and one commit) is
-handed to the writer thread (:meth:`.Database.transact_batch`): a queue put, a futex wake-up of that thread,
-a wake-up of the loop through its self-pipe and one more loop iteration, about 100 µs of the host's CPU per
-serial echo request beyond the transaction itself. But the writer thread's work overlaps the loop's: under
-concurrent load the loop is the bottleneck, and committing every batch on it cost a third of the requests/s
-at 10 clients (the transactions it no longer handed off no longer overlapped, nor were they grouped while the
-writer was busy). So a batch is committed here only when that takes nothing from anyone:
+A journal transaction of a short run (its start, results and end: about six statements and one commit) used
+to be handed to the writer thread (:meth:`.Database.transact_batch`) always: a queue put, a futex wake-up of
+that thread, the GIL handed over and back, a wake-up of the loop through its self-pipe and one more loop
+iteration. A short transaction is committed right on the loop instead whenever no write of the process is in
+flight and the writer thread has nothing queued or running; a long one (see ``runs.INLINE_MAX_ROWS``), or
+one that arrives while the thread works, still goes to the thread. Measured against handing over only when
+the loop had no other callback ready (same tree otherwise, same quiet machine, ``bench.http_echo`` and
+``bench --only host``, 2026-12-07): requests/s at 10 clients 831–894 → 1,166–1,207, server CPU per request
+987–1,000 → 912 µs, 50 concurrent persisted runs of 52 results 1,010 → 997 µs/run. (An earlier version with
+a write connection of its own for the loop had lost a third of the requests/s at 10 clients this way.)
 
-* the loop has no other callback ready to run (its ready queue is empty; a loop without that queue never
-  qualifies): bench ``http_echo`` found it empty at 99% of the journal's commits of serial requests and at 2%
-  of those at 10 clients;
-* no write of the process is in flight and the writer thread is idle.
-
-The loop then commits on the writer thread's own connection (the two never use it at once: the loop only
-when the thread has nothing queued or running). One connection, not one per thread: each writing connection
+The loop commits on the writer thread's own connection (the two never use it at once: the loop only when
+the thread has nothing queued or running). One connection, not one per thread: each writing connection
 drops its page cache whenever another commits, and with two of them concurrent runs that followed serial
 ones wrote at about 60% of their speed (measured, see bench/RESULTS.md).
 
@@ -39,12 +37,10 @@ careful retry and errors (see :mod:`._connections`).
 
 from __future__ import annotations
 
-import asyncio
 import sqlite3
-from collections import deque
 from typing import Final
 
-__all__ = ["CHECKPOINT_COMMITS", "CHECKPOINT_FRAMES", "READING", "InlineCommits", "checkpoint", "loop_idle"]
+__all__ = ["CHECKPOINT_COMMITS", "CHECKPOINT_FRAMES", "READING", "InlineCommits", "checkpoint"]
 
 READING: Final = "agentrunner_loop_read"
 """Key of a connection's ``info`` set while :meth:`.Database.read_on_loop` reads on it (a SQLAlchemy
@@ -55,16 +51,6 @@ CHECKPOINT_COMMITS: Final = 32
 """Commits here before the first checkpoint, before the WAL's growth per commit is known (an echo request's
 commit writes about 16 frames)."""
 _MAX_INTERVAL: Final = 128
-
-
-def loop_idle() -> bool:
-    """The running loop has no callback ready besides the one running now: nothing would wait for it.
-
-    The ready queue is an attribute of asyncio's own loops (``BaseEventLoop._ready``) and of no public API; a
-    loop without it (another implementation) never counts as idle, so its batches keep the writer thread.
-    """
-    ready: object = getattr(asyncio.get_running_loop(), "_ready", None)
-    return isinstance(ready, deque) and not ready
 
 
 class InlineCommits:

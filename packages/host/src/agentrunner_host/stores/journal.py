@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Generic, TypeVar
 
-from ._inline import loop_idle
 from .errors import StoreError
 
 __all__ = [
@@ -292,7 +292,7 @@ class Journal(Generic[R, F, S, B]):
             # Let every task that is ready add its writes first: results produced in one go share a commit.
             # With no window and no other callback ready, no task can add any before this write: a loop turn
             # (an epoll_wait) saved per commit, the serial request's case.
-            if self.flush_window or not loop_idle():
+            if self.flush_window or not _loop_idle():
                 await asyncio.sleep(self.flush_window)
             logs = list(self._dirty.values())
             self._dirty.clear()
@@ -372,3 +372,12 @@ def _settle(future: asyncio.Future[None], error: BaseException | None) -> None:
         future.set_result(None)
     else:
         future.set_exception(error)
+
+
+def _loop_idle() -> bool:
+    """The running loop has no callback ready besides the one running now.
+
+    The ready queue is an attribute of asyncio's own loops (``BaseEventLoop._ready``) and of no public API; a
+    loop without it (another implementation) never counts as idle, so the drain keeps its turn there."""
+    ready: object = getattr(asyncio.get_running_loop(), "_ready", None)
+    return isinstance(ready, deque) and not ready
