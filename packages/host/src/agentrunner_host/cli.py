@@ -53,6 +53,7 @@ from agentrunner_host.config import (
 )
 from agentrunner_host.definitions import AgentConfig, AgentEventEnvelope, BindingScope
 from agentrunner_host.errors import HostError
+from agentrunner_host.ids import event_id as new_event_id
 
 __all__ = [
     "EXIT_FAILURE",
@@ -421,7 +422,7 @@ def _cmd_chat(args: argparse.Namespace, out: TextIO) -> int:
 
     async def turn(service: HostService, text: str) -> bool:
         event = AgentEventEnvelope(
-            event_id="evt_" + uuid.uuid4().hex,
+            event_id=new_event_id(),
             event_type="message.received",
             source="api",
             conversation_id=conversation,

@@ -38,6 +38,7 @@ from .errors import (
 )
 from .harness import HarnessPolicyError, HarnessSupport, refuse_code_execution
 from .harness_audit import harness_tools_unfinished
+from .ids import event_id as new_event_id
 from .ids import ordered_hex
 from .live_audit import LiveAuditWriter
 from .persistence import event_entry, finish_record, persist_finish, run_start, store_event_data
@@ -815,7 +816,7 @@ class Orchestrator:
         await self.stores.events.append_many(
             [
                 EventEntry(
-                    event_id="host_" + ordered_hex(),
+                    event_id=new_event_id(),
                     event_type=kind,
                     source="host",
                     kind="host",

@@ -19,7 +19,7 @@ from .access import ConversationKey
 from .authorization import snapshot_json
 from .context_builder import HistoryHandles
 from .dispatcher import AuditRecord, LiveRun
-from .ids import ordered_hex
+from .ids import event_id as new_event_id
 from .ports import RunStores
 from .run_state import RunState
 from .stores import (
@@ -156,7 +156,7 @@ def run_start(state: RunState, history: HistoryHandles, *, event: EventEntry | N
 def _host_event(state: RunState, kind: str, data: JsonObject, *, at: int | None = None) -> EventEntry:
     event = state.event
     return EventEntry(
-        event_id="host_" + ordered_hex(),
+        event_id=new_event_id(),
         event_type=kind,
         source="host",
         kind="host",

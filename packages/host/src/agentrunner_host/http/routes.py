@@ -20,7 +20,7 @@ from agentrunner_host.admission import ID_PATTERN, check_agent_config, is_valid_
 from agentrunner_host.config import BindingSpec, find_literal_secrets, format_key_path, is_env_ref
 from agentrunner_host.deadlines import TaskTimeout
 from agentrunner_host.definitions import AgentConfig, AgentEventEnvelope
-from agentrunner_host.ids import ordered_hex
+from agentrunner_host.ids import event_id as new_event_id
 from agentrunner_host.registry import PluginFailure
 from agentrunner_host.service import AgentEntry, BindingEntry, HostService, ReplayItem, RunView
 from agentrunner_host.service.binding_check import check_binding
@@ -232,7 +232,7 @@ def _envelope(sub: EventSubmission, *, streaming: bool) -> AgentEventEnvelope:
         # constructor per part cost a Python __init__ and a validator call each.
         return AgentEventEnvelope.model_validate(
             {
-                "event_id": sub.event_id or "evt_" + ordered_hex(),
+                "event_id": sub.event_id or new_event_id(),
                 "event_type": sub.event_type,
                 "event_time": sub.event_time,
                 "source": "api",
