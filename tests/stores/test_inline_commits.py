@@ -102,7 +102,9 @@ def _wal_index(engine: AsyncEngine) -> tuple[int, int]:
 
 
 @SQLITE
-async def test_an_idle_loop_commits_the_batch_itself(engine: AsyncEngine, db: Database) -> None:
+async def test_with_the_writer_thread_idle_the_loop_commits_the_batch_itself(
+    engine: AsyncEngine, db: Database
+) -> None:
     seen = Seen(engine)
     await db.transact_batch(_insert(), inline=True)
     loop_thread = threading.current_thread().name
