@@ -24,11 +24,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import sqlite3
 import threading
 import time
-import urllib.parse
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from queue import SimpleQueue
@@ -44,7 +42,7 @@ from agentrunner_host.stores.engine import SQLITE_BEGIN_OPTION, SQLITE_BUSY_TIME
 
 from ._compiled import CompiledWrites
 from ._inline import READING, InlineCommits, checkpoint
-from ._loop_reads import LoopReader, loop_reader_for
+from ._loop_reads import LoopReader, loop_reader_for, open_read_only
 
 __all__ = ["Database", "RetryTransaction", "now_ms"]
 
@@ -241,20 +239,15 @@ class Database:
         """The loop's read-only connection, for reads while the writer thread uses the shared one."""
         if self._loop_conn is not None and not self._loop_conn.invalidated:
             return self._loop_conn
-        path = self.engine.url.database
-        if path is None:  # pragma: no cover - inline is set only for database files
+        reader = self.loop_reader
+        if (
+            reader is None
+        ):  # pragma: no cover - inline (the only caller's condition) is set only with a reader
             raise RuntimeError("loop reads need a database file")
-
-        def connect() -> sqlite3.Connection:
-            # autocommit: each statement reads the latest commit and no read transaction stays open
-            # between reads; mode=rw never creates the file
-            uri = f"file:{urllib.parse.quote(os.path.abspath(path))}?mode=rw"
-            dbapi = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
-            dbapi.execute("PRAGMA query_only=ON")
-            dbapi.execute("PRAGMA busy_timeout=0")
-            return dbapi
-
-        engine = create_sync_engine("sqlite+pysqlite://", creator=connect, poolclass=StaticPool)
+        path = reader.path
+        engine = create_sync_engine(
+            "sqlite+pysqlite://", creator=lambda: open_read_only(path), poolclass=StaticPool
+        )
         hub: Any = self.engine.sync_engine.dispatch
 
         def on_statement(*args: Any) -> None:
@@ -398,7 +391,8 @@ class Database:
 
         def on_connect(dbapi_connection: Any, _record: Any) -> None:
             dbapi_connection.isolation_level = None  # transactions are begun below, as the async writer does
-            _writer_pragmas(dbapi_connection)
+            dbapi_connection.execute("PRAGMA synchronous=NORMAL")
+            dbapi_connection.execute("PRAGMA foreign_keys=ON")
             if shared:  # the loop commits and reads on it too: it never waits, never checkpoints (._inline)
                 dbapi_connection.execute("PRAGMA busy_timeout=0")
                 dbapi_connection.execute("PRAGMA wal_autocheckpoint=0")
@@ -649,9 +643,3 @@ def _drive(coroutine: Awaitable[T]) -> T:
 def _implicit_begin(connection: Connection) -> None:
     dbapi: Any = connection.connection.dbapi_connection
     dbapi.isolation_level = "DEFERRED"
-
-
-def _writer_pragmas(dbapi: sqlite3.Connection) -> None:
-    """What every connection that writes sets (besides its busy timeout), as the engine's own do."""
-    dbapi.execute("PRAGMA synchronous=NORMAL")
-    dbapi.execute("PRAGMA foreign_keys=ON")

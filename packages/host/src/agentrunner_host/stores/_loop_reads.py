@@ -32,7 +32,7 @@ from sqlalchemy import ClauseElement
 from sqlalchemy.dialects import sqlite as sqlite_dialect
 from sqlalchemy.sql.compiler import SQLCompiler
 
-__all__ = ["LoopReader", "PointRead", "loop_reader_for"]
+__all__ = ["LoopReader", "PointRead", "loop_reader_for", "open_read_only"]
 
 _DIALECT: Final = sqlite_dialect.dialect()
 
@@ -58,6 +58,23 @@ class PointRead:
     def parameters(self, values: Mapping[str, object]) -> tuple[object, ...]:
         """The positional parameters for *values* by name."""
         return tuple(values[name] for name in self.names)
+
+
+def open_read_only(path: str) -> sqlite3.Connection:
+    """A read-only ``sqlite3`` connection to the database file *path* that never waits for a lock.
+
+    Autocommit (no implicit BEGIN): each statement reads the latest commit. mode=rw: a reader never creates
+    the file. check_same_thread is off: the connection belongs to whichever thread runs the stores' event
+    loop, one at a time."""
+    uri = f"file:{urllib.parse.quote(path)}?mode=rw"
+    conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+    try:
+        conn.execute("PRAGMA query_only=ON")
+        conn.execute("PRAGMA busy_timeout=0")
+    except BaseException:
+        conn.close()
+        raise
+    return conn
 
 
 def loop_reader_for(database: str | None) -> LoopReader | None:
@@ -93,19 +110,8 @@ class LoopReader:
         return rows
 
     def _open(self) -> sqlite3.Connection:
-        # autocommit (no implicit BEGIN): each statement reads the latest commit. mode=rw: a reader never
-        # creates the file. check_same_thread is off: the connection belongs to whichever thread runs the
-        # stores' event loop, one at a time.
-        uri = f"file:{urllib.parse.quote(self.path)}?mode=rw"
-        conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
-        try:
-            conn.execute("PRAGMA query_only=ON")
-            conn.execute("PRAGMA busy_timeout=0")
-        except BaseException:
-            conn.close()
-            raise
-        self._conn = conn
-        return conn
+        self._conn = open_read_only(self.path)
+        return self._conn
 
     def close(self) -> None:
         """Close the connection; later reads answer ``None``."""
