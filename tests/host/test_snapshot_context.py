@@ -27,7 +27,13 @@ from agentrunner_host.context_builder import (
     is_secret_name,
     session_key,
 )
-from agentrunner_host.definitions import AgentEventEnvelope, ResourcePolicy, RunPolicy, StatePolicy
+from agentrunner_host.definitions import (
+    AgentBinding,
+    AgentEventEnvelope,
+    ResourcePolicy,
+    RunPolicy,
+    StatePolicy,
+)
 from agentrunner_host.registry import RunnerDescriptor
 from pydantic import ValidationError
 
@@ -358,3 +364,72 @@ def test_an_empty_tool_grant_takes_the_tools_the_config_selects_and_a_list_is_ex
 
     assert granted(ResourcePolicy()) == ["t2"]  # an unknown selected tool is skipped
     assert granted(ResourcePolicy(tools=["t1"])) == ["t1"]
+
+
+def _fresh(
+    builder: SnapshotBuilder,
+    snap: AuthorizationSnapshot,
+    *,
+    descriptor: RunnerDescriptor,
+    binding: AgentBinding,
+    event: AgentEventEnvelope,
+) -> AuthorizationSnapshot:
+    """The snapshot a builder with nothing kept makes from the same inputs, at the same time."""
+    return SnapshotBuilder(builder.catalog, selectors=builder.selectors).build(
+        run_id=snap.run_id, descriptor=descriptor, binding=binding, event=event, now=snap.issued_at
+    )
+
+
+def test_a_later_run_of_the_same_scope_gets_what_a_full_build_gives() -> None:
+    """The second run of a runner, binding and event scope is copied from the first: its fields, its JSON and
+    its digest are those of a full build with its own run id, event id and time."""
+    builder = SnapshotBuilder(CATALOG)
+    desc, b = descriptor(), binding(config=CONFIG, resource_policy=ResourcePolicy(tools=["t1"], files=["f1"]))
+    state = StatePolicy(enabled=True, scopes=["conversation", "actor"])
+    b = b.model_copy(update={"state_policy": state})
+    first = builder.build(
+        run_id="run_1", descriptor=desc, binding=b, event=event(event_id="evt-1"), now=100.0
+    )
+    second_event = event(event_id="evt-2")
+    second = builder.build(run_id="run_2", descriptor=desc, binding=b, event=second_event, now=250.5)
+    assert second.resources is first.resources  # copied, not rebuilt
+    fresh = _fresh(builder, second, descriptor=desc, binding=b, event=second_event)
+    assert second == fresh
+    assert second.as_json() == fresh.as_json()
+    assert second.digest() == fresh.digest() != first.digest()
+    assert (second.run_id, second.event_id, second.issued_at) == ("run_2", "evt-2", 250.5)
+    assert second.access().run_id == "run_2" and first.access().run_id == "run_1"
+    assert first.as_json()["run_id"] == "run_1"  # the template's own JSON is untouched
+
+
+def test_a_snapshot_is_not_copied_across_scopes_bindings_catalogs_or_selector_registrations() -> None:
+    """Each input the intersection reads makes a different snapshot: another conversation, actor, workspace or
+    platform capability (True is not 1), a reloaded binding, a replaced catalog or a new selector type."""
+    builder = SnapshotBuilder(CATALOG)
+    desc = descriptor()
+    policy = ResourcePolicy(tools=["t1"], files=["f1"], storage=["workspace"], history=True)
+    b = binding(
+        config=CONFIG, resource_policy=policy, state_policy=StatePolicy(scopes=["conversation", "actor"])
+    )
+    base = event(workspace_id="ws", delivery={"surface": "test", "platform_capabilities": {"edit": True}})
+    builder.build(run_id="run_0", descriptor=desc, binding=b, event=base)
+    variants = [
+        (b, event(conversation_id="conv-2", workspace_id="ws", delivery=base.delivery)),
+        (b, event(workspace_id="ws-2", delivery=base.delivery)),
+        (b, base.model_copy(update={"actor": None})),
+        (b, event(workspace_id="ws", delivery={"surface": "test", "platform_capabilities": {"edit": 1}})),
+        (b, event(workspace_id="ws", delivery={"surface": "test", "platform_capabilities": {"f": [1]}})),
+        (b.model_copy(update={"resource_policy": ResourcePolicy(tools=["t2"])}), base),
+    ]
+    for index, (bound, ev) in enumerate(variants):
+        snap = builder.build(run_id=f"run_{index + 1}", descriptor=desc, binding=bound, event=ev)
+        fresh = _fresh(builder, snap, descriptor=desc, binding=bound, event=ev)
+        # as JSON: True == 1 in Python, not in the document
+        assert codec.dumps_canonical(snap.as_json()) == codec.dumps_canonical(fresh.as_json()), index
+    assert builder.build(run_id="run_m", descriptor=desc, binding=b, event=base).resources.models
+    builder.selectors.register("model-fallback-selector", "model", lambda _value: [])
+    snap = builder.build(run_id="run_s", descriptor=desc, binding=b, event=base)
+    assert [m.model_id for m in snap.resources.models] == ["r1"]  # the rerank selector's default only
+    builder.catalog = ResourceCatalog(tools=[ToolResource(tool_name="t1", description="new")])
+    snap = builder.build(run_id="run_c", descriptor=desc, binding=b, event=base)
+    assert snap.resources.tools[0].description == "new"

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Self
 
 from agentrunner import (
@@ -153,8 +154,61 @@ class AuthorizationSnapshot(BaseModel):
         return k is not None and operation in k.operations
 
 
+_TEMPLATES = 1024
+"""Most snapshots :class:`SnapshotBuilder` keeps to copy for later runs (one per runner, binding and event
+scope); all are dropped when it is full."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Template:
+    """A snapshot built in full, kept with what it was built from: the snapshot of a later run with the same
+    inputs differs only in its run id, event id and times."""
+
+    descriptor: RunnerDescriptor
+    binding: AgentBinding
+    catalog: ResourceCatalog
+    selectors: int
+    """The selector registry's generation when it was built."""
+    timeout: float
+    """Seconds from ``issued_at`` to ``deadline_at``."""
+    snapshot: AuthorizationSnapshot
+
+
+def _scope_key(event: AgentEventEnvelope, extra_artifact_ids: tuple[str, ...]) -> tuple[object, ...] | None:
+    """Everything of *event* (and the extra artifact ids) a snapshot is built from, but its id: ``None`` when
+    the platform capabilities hold a value that cannot be a key (a list or an object)."""
+    typed: tuple[tuple[str, type[object], object], ...] = ()
+    if event.delivery.platform_capabilities:
+        # with their types: True == 1 and 1 == 1.0 as keys, but JSON tells them apart
+        items: list[tuple[str, type[object], object]] = []
+        for name, value in event.delivery.platform_capabilities.items():
+            known: object = value
+            items.append((name, type(known), known))
+        typed = tuple(items)
+        try:
+            hash(typed)
+        except TypeError:
+            return None
+    actor, subject = event.actor, event.subject
+    return (
+        event.event_type,
+        event.conversation_id,
+        event.thread_id,
+        event.workspace_id,
+        None if actor is None else (actor.actor_type, actor.actor_id),
+        None if subject is None else (subject.subject_type, subject.subject_id),
+        typed,
+        extra_artifact_ids,
+    )
+
+
 class SnapshotBuilder:
-    """Builds snapshots from the catalog, a runner's descriptor, a binding and an event."""
+    """Builds snapshots from the catalog, a runner's descriptor, a binding and an event.
+
+    A snapshot built in full is kept, with what it was built from, and copied for the next run with the same
+    runner descriptor, binding (both compared by identity: a reloaded one is a new object), catalog, selector
+    registry and event scope: the intersection and its validation cost most of a run start's snapshot, and
+    give the same result for the same inputs."""
 
     def __init__(
         self,
@@ -166,6 +220,7 @@ class SnapshotBuilder:
         self.catalog = catalog
         self.selectors = selectors or default_selectors()
         self.max_timeout_seconds = max_timeout_seconds
+        self._templates: dict[tuple[str, str, tuple[object, ...]], _Template] = {}
 
     def build(
         self,
@@ -179,6 +234,44 @@ class SnapshotBuilder:
     ) -> AuthorizationSnapshot:
         """Intersect manifest ∩ binding policy ∩ event scope."""
         now = time.time() if now is None else now
+        scope = _scope_key(event, extra_artifact_ids)
+        if scope is None:
+            return self._build(run_id, descriptor, binding, event, extra_artifact_ids, now)
+        key = (descriptor.runner_id, binding.binding_id, scope)
+        template = self._templates.get(key)
+        if (
+            template is not None
+            and template.descriptor is descriptor
+            and template.binding is binding
+            and template.catalog is self.catalog
+            and template.selectors == self.selectors.generation
+        ):
+            return _copy(template, run_id=run_id, event_id=event.event_id, now=now)
+        snapshot = self._build(run_id, descriptor, binding, event, extra_artifact_ids, now)
+        if len(self._templates) >= _TEMPLATES:
+            self._templates.clear()  # scopes seen once (ad-hoc runs, many conversations) must not grow it forever
+        self._templates[key] = _Template(
+            descriptor=descriptor,
+            binding=binding,
+            catalog=self.catalog,
+            selectors=self.selectors.generation,
+            timeout=self._timeout(binding),
+            snapshot=snapshot,
+        )
+        return snapshot
+
+    def _timeout(self, binding: AgentBinding) -> float:
+        return min(binding.run_policy.timeout_seconds, self.max_timeout_seconds)
+
+    def _build(
+        self,
+        run_id: str,
+        descriptor: RunnerDescriptor,
+        binding: AgentBinding,
+        event: AgentEventEnvelope,
+        extra_artifact_ids: tuple[str, ...],
+        now: float,
+    ) -> AuthorizationSnapshot:
         manifest = descriptor.manifest
         caps, perms = manifest.capabilities, manifest.permissions
         policy = binding.resource_policy
@@ -297,7 +390,7 @@ class SnapshotBuilder:
             },
             "platform_capabilities": dict(event.delivery.platform_capabilities),
         }
-        timeout = min(binding.run_policy.timeout_seconds, self.max_timeout_seconds)
+        timeout = self._timeout(binding)
         artifact_ids = tuple(dict.fromkeys([*(f.artifact.artifact_id for f in files), *extra_artifact_ids]))
         # One validation of the nested document: a constructor per part (the APIs, the storage, the resources,
         # the snapshot) cost a Python __init__ and a validator call each.
@@ -329,6 +422,24 @@ class SnapshotBuilder:
                 "issued_at": now,
             }
         )
+
+
+def _copy(template: _Template, *, run_id: str, event_id: str, now: float) -> AuthorizationSnapshot:
+    """The snapshot of *template* for another run: its own run id, event id and times, everything else (and
+    the JSON of everything else) shared with the template's, which no one changes (the models are frozen)."""
+    issued_at = float(now)
+    fields = {
+        "run_id": run_id,
+        "event_id": event_id,
+        "deadline_at": issued_at + template.timeout,
+        "issued_at": issued_at,
+    }
+    base = template.snapshot
+    snapshot = base.model_copy(update=fields)
+    dumped = dict(base.as_json())
+    dumped.update(fields)
+    vars(snapshot)["_json"] = dumped
+    return snapshot
 
 
 def _state_owner(

@@ -78,10 +78,17 @@ class SelectorRegistry:
 
     def __init__(self) -> None:
         self._selectors: dict[str, tuple[ResourceKind, SelectorFunction]] = {}
+        self._generation = 0
+
+    @property
+    def generation(self) -> int:
+        """How many registrations this registry has had: it changes whenever a config can select differently."""
+        return self._generation
 
     def register(self, form_type: str, kind: ResourceKind, function: SelectorFunction) -> None:
         """Register a selector type (replacing any previous one)."""
         self._selectors[form_type] = (kind, function)
+        self._generation += 1
 
     def types(self) -> frozenset[str]:
         """Registered selector types."""
