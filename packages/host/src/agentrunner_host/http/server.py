@@ -26,6 +26,7 @@ from agentrunner_host.config import HttpConfig
 from agentrunner_host.service import HostService
 
 from .app import create_app
+from .coalescing import CoalescingTransport
 
 __all__ = [
     "OWN_FILES",
@@ -72,7 +73,8 @@ def raise_open_files_limit(connections: int) -> int:
 
 def guarded_protocol(header_timeout: float) -> type[asyncio.Protocol]:
     """uvicorn's h11 protocol, closing any connection that has not sent a complete request head within
-    *header_timeout* seconds of connecting or of its previous answer.
+    *header_timeout* seconds of connecting or of its previous answer, and sending the writes of one loop turn
+    as one (:class:`~.coalescing.CoalescingTransport`).
 
     uvicorn itself only times out idle keep-alive connections *between* requests; a client that opens a
     connection and never finishes its headers (a half-open or slowloris connection) would hold it forever.
@@ -94,6 +96,9 @@ def guarded_protocol(header_timeout: float) -> type[asyncio.Protocol]:
 
         def connection_made(self, transport: asyncio.BaseTransport) -> None:
             super().connection_made(transport)  # pyright: ignore[reportArgumentType]
+            # the responses' writes through a transport that sends one turn's writes at once (uvicorn's flow
+            # control keeps the socket transport: super() gave it that one)
+            self.transport = CoalescingTransport(self.transport, self.loop)
             self._arm()
 
         def _between_requests(self) -> bool:
