@@ -7,7 +7,7 @@ import asyncio
 
 import httpx
 import pytest
-from agentrunner_host.http.coalescing import CoalescingTransport
+from agentrunner_host.http.coalescing import HOLD_BYTES, CoalescingTransport
 from agentrunner_host.service import HostService
 
 from .conftest import LiveServer, SettingsFactory
@@ -76,6 +76,21 @@ async def test_a_close_sends_what_is_held_first_and_an_abort_drops_it() -> None:
     assert closed.calls == [("write", b"bye"), ("close", b"")]
     assert aborted.calls == [("abort", b"")]
     assert first.is_closing() and second.is_closing()
+
+
+async def test_a_turn_writing_more_than_the_hold_limit_reaches_the_socket_transport_at_once() -> None:
+    """A live feed's window (up to 16 results of up to 1 MiB) can be framed in one turn: the socket transport
+    gets it as it passes the limit, so its buffer fills and pauses the writer as without the holding."""
+    inner = FakeSocketTransport()
+    transport = CoalescingTransport(inner, asyncio.get_running_loop())
+    transport.write(b"x" * 40_000)
+    assert inner.calls == []
+    transport.write(b"y" * (HOLD_BYTES - 40_000))
+    assert inner.calls == [("write", b"x" * 40_000 + b"y" * (HOLD_BYTES - 40_000))]
+    assert transport.get_write_buffer_size() == 0
+    transport.write(b"z")
+    await _next_turn()
+    assert inner.calls[1:] == [("write", b"z")]
 
 
 async def test_what_is_held_for_a_connection_lost_meanwhile_is_dropped() -> None:

@@ -11,8 +11,14 @@ later than before, not one timer later, and the bytes and their order are unchan
 from __future__ import annotations
 
 import asyncio
+from typing import Final
 
-__all__ = ["CoalescingTransport"]
+__all__ = ["HOLD_BYTES", "CoalescingTransport"]
+
+HOLD_BYTES: Final = 64 * 1024
+"""Most bytes held: a turn that writes more sends them at once (a live feed's window of up to 16 results of
+up to 1 MiB each can be framed in one turn, and uvicorn waits for a full socket buffer only between writes:
+it must see that buffer fill, not hold the whole window here)."""
 
 
 class CoalescingTransport(asyncio.Transport):
@@ -21,15 +27,16 @@ class CoalescingTransport(asyncio.Transport):
     It forwards what uvicorn's HTTP protocol calls (``write``, ``close``, ``is_closing``, ``get_extra_info``,
     the reading switches); any other transport method raises ``NotImplementedError`` (asyncio's default).
     Flow control is unchanged: uvicorn's flow control holds the socket transport itself, which pauses the
-    protocol when its own buffer fills; what waits here is what one turn wrote."""
+    protocol when its own buffer fills; what waits here is what one turn wrote, up to :data:`HOLD_BYTES`."""
 
-    __slots__ = ("_held", "_loop", "_transport")
+    __slots__ = ("_held", "_loop", "_size", "_transport")
 
     def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
         super().__init__()
         self._transport = transport
         self._loop = loop
         self._held: list[bytes | bytearray | memoryview] = []
+        self._size = 0
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
         if not data:
@@ -37,6 +44,9 @@ class CoalescingTransport(asyncio.Transport):
         if not self._held:
             self._loop.call_soon(self._send)
         self._held.append(data)
+        self._size += len(data)
+        if self._size >= HOLD_BYTES:
+            self._send()
 
     def _send(self) -> None:
         held = self._held
@@ -44,6 +54,7 @@ class CoalescingTransport(asyncio.Transport):
             return  # sent by close(), or dropped by abort()
         data = held[0] if len(held) == 1 else b"".join(held)
         held.clear()
+        self._size = 0
         if not self._transport.is_closing():
             # a connection lost since: asyncio would drop the bytes too (and log a warning for each write)
             self._transport.write(data)
@@ -56,6 +67,7 @@ class CoalescingTransport(asyncio.Transport):
     def abort(self) -> None:
         """Drop what is held and close at once."""
         self._held.clear()
+        self._size = 0
         self._transport.abort()
 
     def is_closing(self) -> bool:
@@ -74,4 +86,4 @@ class CoalescingTransport(asyncio.Transport):
         return self._transport.is_reading()
 
     def get_write_buffer_size(self) -> int:
-        return self._transport.get_write_buffer_size() + sum(len(data) for data in self._held)
+        return self._transport.get_write_buffer_size() + self._size
