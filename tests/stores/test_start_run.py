@@ -11,6 +11,7 @@ import aiosqlite.core
 import pytest
 from agentrunner_host.access import ConversationKey, StateOwner
 from agentrunner_host.stores import HostStores, RunStart, StartFacts, StartReads
+from agentrunner_host.stores.state import SNAPSHOT_KEYS_PER_SCOPE
 
 from .helpers import item, run_start
 
@@ -124,11 +125,16 @@ async def test_the_loop_read_answers_what_the_starts_own_transaction_reads(store
             await stores.start_run(reads, refuse)
         return on_loop, own[0]
 
+    many = StateOwner("actor", (RUNNER, "b1", "user", "u1"))
     every = [
         StartReads(runner_id=RUNNER),
         StartReads(runner_id=RUNNER, state_owners=owners),
         StartReads(runner_id=RUNNER, conversation=C1),
         StartReads(runner_id=RUNNER, state_owners=owners, conversation=C1),
+        # one owner: its keys are read without the window over several owners' keys
+        StartReads(runner_id=RUNNER, state_owners={"conversation": OWNER}),
+        StartReads(runner_id=RUNNER, state_owners={"runner": runner}, conversation=C1),
+        StartReads(runner_id=RUNNER, state_owners={"actor": many}),
     ]
     for reads in every:  # nothing stored yet
         on_loop, own = await both(reads)
@@ -138,13 +144,18 @@ async def test_the_loop_read_answers_what_the_starts_own_transaction_reads(store
         await stores.state.set(OWNER, key, n, runner_id=RUNNER)
     await stores.state.set(runner, "big", "x" * 70_000, runner_id=RUNNER)  # past the snapshot's budget
     await stores.state.set(runner, "small", [1, 2], runner_id=RUNNER)
+    for n in range(SNAPSHOT_KEYS_PER_SCOPE + 3):  # more keys than a scope inlines
+        await stores.state.set(many, f"k{n:03}", n, runner_id=RUNNER)
     await stores.controls.disable(RUNNER, reason="maintenance", by="test")
     for reads in every:
         on_loop, own = await both(reads)
         assert on_loop == own
-    on_loop, _ = await both(every[-1])
+    on_loop, _ = await both(every[3])
     assert on_loop is not None
     assert on_loop.control is not None and on_loop.control.reason == "maintenance"
     assert list(on_loop.state["conversation"]) == ["a", "b", "c", "zz"]
     assert on_loop.state["runner"] == {"small": [1, 2]}
     assert on_loop.transcript_seq == 1
+    alone, _ = await both(every[-1])
+    assert alone is not None
+    assert list(alone.state["actor"]) == [f"k{n:03}" for n in range(SNAPSHOT_KEYS_PER_SCOPE)]

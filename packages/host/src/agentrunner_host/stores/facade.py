@@ -27,7 +27,14 @@ from .idempotency import IdempotencyStore
 from .journal import DEFAULT_FLUSH_WINDOW
 from .records import EVENTS, ITEMS
 from .runs import RunStart, RunStore, StartPlan
-from .state import SNAPSHOT_KEYS_PER_SCOPE, SNAPSHOT_SIZE_ROWS, StateStore, snapshot_owners, snapshot_values
+from .state import (
+    SNAPSHOT_KEYS_PER_SCOPE,
+    SNAPSHOT_SIZE_ROWS,
+    SNAPSHOT_SIZE_ROWS_OF_ONE,
+    StateStore,
+    snapshot_owners,
+    snapshot_values,
+)
 from .storage import DEFAULT_STORAGE_MAX_BYTES, StorageStore
 from .transcript import Transcript
 
@@ -61,11 +68,12 @@ def _part(tag: int) -> Label[int]:
     return literal_column(str(tag), BigInteger()).label("part")
 
 
-def _start_read(*, sizes: bool, positions: bool) -> Select[int, object, object, object]:
+def _start_read(*, owners: int, positions: bool) -> Select[int, object, object, object]:
     """A start's reads on the loop as one statement (one cursor and one pass of the compiled path instead of
     one per read): rows of (part, a, b, c): the runner's control (reason, disabled_by, disabled_at), the
     conversation's positions (transcript seq, event seq) and the snapshot's candidate keys (owner hash, key,
-    size), in that order, each owner's keys in key order."""
+    size) of *owners* owners (0: none read; 1: parameter ``owner``; 2: several, parameter ``owners``), in
+    that order, each owner's keys in key order."""
     parts: list[Select[int, object, object, object]] = [
         select(
             _part(_CONTROL_PART),
@@ -76,18 +84,19 @@ def _start_read(*, sizes: bool, positions: bool) -> Select[int, object, object, 
     ]
     if positions:
         parts.append(select(_part(_POSITIONS_PART), _TRANSCRIPT_SEQ, _EVENT_SEQ, null()))
-    if sizes:
-        sized = SNAPSHOT_SIZE_ROWS.subquery()
+    if owners:
+        sized = (SNAPSHOT_SIZE_ROWS_OF_ONE if owners == 1 else SNAPSHOT_SIZE_ROWS).subquery()
         parts.append(select(_part(_SIZES_PART), sized.c.owner_hash, sized.c.key, sized.c.size))
     rows = union_all(*parts).subquery()
     part, a, b, _c = rows.c
     return select(*rows.c).order_by(part, a, b)
 
 
-# Built once each (hot: the compiled path knows them by identity), by (snapshot sizes read, positions read).
+# Built once each (hot: the compiled path knows them by identity), by (owners read: none, one or several,
+# positions read).
 _START_READS: Final = {
-    (sizes, positions): hot(_start_read(sizes=sizes, positions=positions))
-    for sizes in (False, True)
+    (owners, positions): hot(_start_read(owners=owners, positions=positions))
+    for owners in (0, 1, 2)
     for positions in (False, True)
 }
 
@@ -114,13 +123,19 @@ async def _read_folded(
     when any fit, in a second): the snapshot's keys without a lifetime rule."""
     params: dict[str, object] = {"runner_id": reads.runner_id}
     by_hash: dict[str, str] = {}
+    owners_read = 0
     if owners:
         by_hash = snapshot_owners(owners)
-        params["owners"] = list(by_hash)
+        if len(by_hash) == 1:
+            owners_read = 1
+            params["owner"] = next(iter(by_hash))
+        else:
+            owners_read = 2
+            params["owners"] = list(by_hash)
         params["per_scope"] = SNAPSHOT_KEYS_PER_SCOPE
     if conversation is not None:
         params.update(_positions_params(conversation))
-    statement = _START_READS[owners is not None, conversation is not None]
+    statement = _START_READS[owners_read, conversation is not None]
     control: RunnerControl | None = None
     latest: int | None = None
     event_seq: int | None = None

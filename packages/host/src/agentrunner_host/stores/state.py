@@ -45,6 +45,7 @@ __all__ = [
     "MAX_JSON_DEPTH",
     "MAX_STATE_KEY_CHARS",
     "SNAPSHOT_SIZE_ROWS",
+    "SNAPSHOT_SIZE_ROWS_OF_ONE",
     "StateItem",
     "StateKey",
     "StateStore",
@@ -81,6 +82,15 @@ SNAPSHOT_SIZE_ROWS: Final = select(_RANKED.c.owner_hash, _RANKED.c.key, _RANKED.
 )
 """The snapshot's candidate keys (at most ``per_scope`` per owner, by key) and their sizes, unordered, with no
 lifetime rule (parameters ``owners``, ``per_scope``): a run's start folds it into its one read."""
+SNAPSHOT_SIZE_ROWS_OF_ONE: Final = (
+    select(STATE.c.owner_hash, STATE.c.key, STATE.c.size)
+    .where(STATE.c.owner_hash == bindparam("owner"))
+    .order_by(STATE.c.key)
+    .limit(bindparam("per_scope"))
+)
+""":data:`SNAPSHOT_SIZE_ROWS` of one owner (parameters ``owner``, ``per_scope``): its first keys straight from
+the primary key's order, without the window over each owner's keys (numbering rows in a temporary table cost
+SQLite about as much again as the rest of a start's read)."""
 SNAPSHOT_KEYS_PER_SCOPE: Final = 64
 """Keys a snapshot inlines per scope at most."""
 SNAPSHOT_MAX_BYTES: Final = 64 * 1024
