@@ -331,6 +331,32 @@ def test_the_system_policy_hash_follows_a_reloaded_binding_with_the_same_id() ->
     assert hashes == [sha(public), sha(public), sha({**public, "kbs": ["k2"]}), sha(public)]
 
 
+def test_the_resource_hashes_follow_each_snapshots_resources() -> None:
+    """One builder keeps the resource hashes per snapshot resources JSON (by identity): runs whose snapshots
+    share it (copied for a later run of the same scope) get its hashes, and a snapshot with other resources
+    gets its own, before and after, never a stale answer."""
+
+    def sha(value: object) -> str:
+        return "sha256:" + hashlib.sha256(codec.dumps_canonical(value)).hexdigest()
+
+    snapshots = SnapshotBuilder(CATALOG)
+    b, desc = binding(config=CONFIG, resource_policy=ResourcePolicy(tools=["t1"], files=["f1"])), descriptor()
+    one_tool = snapshots.build(run_id="run_1", descriptor=desc, binding=b, event=event())
+    copied = snapshots.build(run_id="run_2", descriptor=desc, binding=b, event=event())
+    assert copied.as_json()["resources"] is one_tool.as_json()["resources"], "a copy for a later run"
+    two_tools = build(policy=ResourcePolicy(tools=["t1", "t2"], files=["f1"]))
+    assert one_tool.resources != two_tools.resources
+    builder = ContextBuilder()
+    seen = [
+        builder.build(snapshot=snap, binding=binding(config=CONFIG), event=event()).runtime.static_refs
+        for snap in (one_tool, copied, two_tools, one_tool)
+    ]
+    for snap, refs in zip((one_tool, copied, two_tools, one_tool), seen, strict=True):
+        assert refs["tool_schemas"].hash == sha([t.model_dump(mode="json") for t in snap.resources.tools])
+        assert refs["resource_manifest"].hash == sha(snap.resources.model_dump(mode="json"))
+    assert seen[2]["resource_manifest"].hash != seen[0]["resource_manifest"].hash
+
+
 def test_the_session_key_is_the_hash_of_its_parts_each_time() -> None:
     """Repeated and different parts give the documented key (the JSON list of the six parts, hashed)."""
 

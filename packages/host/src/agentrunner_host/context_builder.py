@@ -144,6 +144,9 @@ class ContextBuilder:
         # binding id -> (the binding, its system-policy hash); the binding is held and compared by identity, so
         # a reloaded binding (a new object) is hashed afresh and a stale entry is never answered
         self._policy_hashes: dict[str, tuple[AgentBinding, str]] = {}
+        # id of a snapshot's resources JSON -> (that JSON, (its tools' hash, its own hash)); the JSON is held, so
+        # its id is not reused while the entry lives
+        self._hashed_resources: dict[int, tuple[dict[str, JsonValue], tuple[str, str]]] = {}
 
     def _system_policy_hash(self, binding: AgentBinding) -> str:
         cached = self._policy_hashes.get(binding.binding_id)
@@ -155,6 +158,23 @@ class ContextBuilder:
             self._policy_hashes.clear()  # bindings made per call (tests, ad-hoc runs) must not grow it forever
         self._policy_hashes[binding.binding_id] = (binding, digest)
         return digest
+
+    def _resource_hashes(self, snapshot: AuthorizationSnapshot) -> tuple[str, str]:
+        """The hashes of the run's tool schemas and of its whole resource manifest."""
+        # the resources as the snapshot dumped them once (the same dump as resources.model_dump)
+        resources_json = cast("dict[str, JsonValue]", snapshot_json(snapshot)["resources"])
+        # The runs of one binding and event scope share their snapshot's resources JSON (SnapshotBuilder copies
+        # the snapshot with its JSON, which no one changes): the same dict has the same hashes, two encodes and
+        # two hashes a run saved. Compared by identity: a snapshot built afresh is hashed afresh.
+        key = id(resources_json)
+        cached = self._hashed_resources.get(key)
+        if cached is not None and cached[0] is resources_json:
+            return cached[1]
+        hashes = (_content_hash(resources_json["tools"]), _content_hash(resources_json))
+        if len(self._hashed_resources) >= _POLICY_HASHES:
+            self._hashed_resources.clear()  # snapshots built once each (ad-hoc runs) must not grow it forever
+        self._hashed_resources[key] = (resources_json, hashes)
+        return hashes
 
     def event_data(self, event: AgentEventEnvelope) -> tuple[dict[str, JsonValue], bool]:
         """The event data to inline, and whether it was too large (the caller then keeps it as a raw ref)."""
@@ -238,12 +258,11 @@ class ContextBuilder:
 
         static_refs: dict[str, object] = {}
         if snapshot.capabilities.self_managed_context:
-            # the resources as the snapshot dumped them once (the same dump as resources.model_dump)
-            resources_json = cast("dict[str, JsonValue]", snapshot_json(snapshot)["resources"])
+            tools_hash, manifest_hash = self._resource_hashes(snapshot)
             static_refs = {
                 "system_policy": {"ref": "system_policy", "hash": self._system_policy_hash(binding)},
-                "tool_schemas": {"ref": "tool_schemas", "hash": _content_hash(resources_json["tools"])},
-                "resource_manifest": {"ref": "resource_manifest", "hash": _content_hash(resources_json)},
+                "tool_schemas": {"ref": "tool_schemas", "hash": tools_hash},
+                "resource_manifest": {"ref": "resource_manifest", "hash": manifest_hash},
             }
 
         params = filter_params(event.params)
