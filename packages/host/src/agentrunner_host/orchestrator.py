@@ -725,12 +725,16 @@ class Orchestrator:
             event_data=data,
             raw_ref=raw_ref,
         )
-        return AgentRunRequest(
-            runner_id=snapshot.runner_id,
-            runner_name=state.descriptor.manifest.name,
-            context=ctx,
-            call_token=state.live.call_token if state.live is not None else None,
+        # the model's own validator, without __init__'s Python wrapper (the context model is kept as it is)
+        request: AgentRunRequest = AgentRunRequest.__pydantic_validator__.validate_python(
+            {
+                "runner_id": snapshot.runner_id,
+                "runner_name": state.descriptor.manifest.name,
+                "context": ctx,
+                "call_token": state.live.call_token if state.live is not None else None,
+            }
         )
+        return request
 
     # -- the end --------------------------------------------------------------------------------------------
 
