@@ -167,7 +167,11 @@ class ResultRules:
                 )
             parsed = raw
             payload = raw.__pydantic_serializer__.to_json(raw)
-            if (b"NaN" in payload or b"Infinity" in payload) and not isinstance(raw, StateUpdatedResult):
+            # find, not ``in``: on Python 3.11 ``bytes in bytes`` first tries the operand as an int and formats
+            # a TypeError to drop, on every result
+            if (payload.find(b"NaN") >= 0 or payload.find(b"Infinity") >= 0) and not isinstance(
+                raw, StateUpdatedResult
+            ):
                 # A model built without validation can hold NaN/Infinity, written as bare constants: not JSON.
                 where = json.non_finite_path(raw.model_dump())
                 if where is not None:
