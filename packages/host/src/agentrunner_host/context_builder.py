@@ -178,7 +178,8 @@ class ContextBuilder:
 
     def event_data(self, event: AgentEventEnvelope) -> tuple[dict[str, JsonValue], bool]:
         """The event data to inline, and whether it was too large (the caller then keeps it as a raw ref)."""
-        size = json.json_size(event.data)
+        # most events carry no data: its size is that of "{}", known without encoding it
+        size = json.json_size(event.data) if event.data else 2
         if size <= self.max_event_data_bytes:
             return dict(event.data), False
         return {"truncated": True, "size": size}, True
@@ -265,7 +266,7 @@ class ContextBuilder:
                 "resource_manifest": {"ref": "resource_manifest", "hash": manifest_hash},
             }
 
-        params = filter_params(event.params)
+        params = filter_params(event.params) if event.params else None
         document: dict[str, object] = {
             "run_id": snapshot.run_id,
             "trigger": {
