@@ -459,3 +459,23 @@ def test_a_snapshot_is_not_copied_across_scopes_bindings_catalogs_or_selector_re
     builder.catalog = ResourceCatalog(tools=[ToolResource(tool_name="t1", description="new")])
     snap = builder.build(run_id="run_c", descriptor=desc, binding=b, event=base)
     assert snap.resources.tools[0].description == "new"
+
+
+def test_a_runner_changing_its_context_changes_no_other_run_of_the_scope() -> None:
+    """Runs of one scope share their snapshot's models (copied from the first): each context gets its own
+    resources and APIs, so an in-process runner that changes them changes neither the snapshot the host
+    authorizes with nor the next run's context."""
+    builder, contexts = SnapshotBuilder(CATALOG), ContextBuilder()
+    desc, b = descriptor(), binding(config=CONFIG, resource_policy=ResourcePolicy(tools=["t1"]))
+    first = builder.build(run_id="run_1", descriptor=desc, binding=b, event=event(event_id="evt-1"))
+    ctx = contexts.build(snapshot=first, binding=b, event=event(event_id="evt-1"))
+    ctx.resources.tools.append(ToolResource(tool_name="t2"))
+    ctx.resources.models.clear()
+    ctx.context.available_apis.prompt_get = True
+    second = builder.build(run_id="run_2", descriptor=desc, binding=b, event=event(event_id="evt-2"))
+    for snap in (first, second):
+        assert [t.tool_name for t in snap.resources.tools] == ["t1"] and snap.resources.models
+        assert not snap.available_apis.prompt_get
+    again = contexts.build(snapshot=second, binding=b, event=event(event_id="evt-2"))
+    assert [t.tool_name for t in again.resources.tools] == ["t1"] and again.resources.models
+    assert not again.context.available_apis.prompt_get

@@ -199,10 +199,13 @@ class ContextBuilder:
 
         The context is validated once, as one nested document: a model per part (a dozen of them) cost a
         validator call and a Python ``__init__`` each, about twice the time of the one call. Parts that are
-        models already (the snapshot's resources and APIs, the event's actor and subject) are kept as they
-        are, as the model constructors kept them."""
+        models already (the event's actor and subject) are kept as they are, as the model constructors kept
+        them; the snapshot's resources and APIs are validated from its JSON, so the runner gets its own (the
+        snapshot's models are shared with later runs of its scope, see
+        :class:`~agentrunner_host.authorization.SnapshotBuilder`)."""
         history = history or HistoryHandles()
         caps = snapshot.capabilities
+        snapshot_document = snapshot_json(snapshot)
         data = event_data if event_data is not None else self.event_data(event)[0]
 
         contents: list[ContentElement] = list(event.input.contents)
@@ -254,7 +257,7 @@ class ContextBuilder:
                 "messages_complete": False,
                 "reason": "self_managed_context",
             },
-            "available_apis": snapshot.available_apis,
+            "available_apis": snapshot_document["available_apis"],
         }
 
         static_refs: dict[str, object] = {}
@@ -288,7 +291,7 @@ class ContextBuilder:
             "subject": event.subject,
             "input": run_input,
             "delivery": delivery_ctx,
-            "resources": snapshot.resources,
+            "resources": snapshot_document["resources"],
             "context": access,
             "state": state or {},
             "runtime": {
