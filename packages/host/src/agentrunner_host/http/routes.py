@@ -12,7 +12,7 @@ from urllib.parse import quote
 from agentrunner import AgentInput, InvalidRunnerIdError, RunnerId
 from agentrunner import codec as json
 from pydantic import BaseModel, ValidationError
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 
 from agentrunner_host.access import ConversationKey
@@ -116,12 +116,22 @@ async def _body(request: Request, model: type[M]) -> M:
     # A client trickling its body must not hold a handler (and a connection slot) forever; on the timer all
     # requests share (asyncio.timeout made, pushed and cancelled a loop timer per request)
     limit = TaskTimeout(timeout)
+    receive = request.receive
+    more = True
     try:
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > MAX_BODY_BYTES:
-                raise ApiError(413, "payload_too_large", f"the body exceeds {MAX_BODY_BYTES} bytes")
-            chunks.append(chunk)
+        # the ASGI messages read here, not through Request.stream(): that async generator (made, hooked into
+        # the loop's set of them, finalised) was most of a one-message body's reading
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":
+                raise ClientDisconnect  # as Request.stream() raises it (http.disconnect)
+            chunk: bytes = message.get("body", b"")
+            more = message.get("more_body", False)
+            if chunk:
+                size += len(chunk)
+                if size > MAX_BODY_BYTES:
+                    raise ApiError(413, "payload_too_large", f"the body exceeds {MAX_BODY_BYTES} bytes")
+                chunks.append(chunk)
     except asyncio.CancelledError:
         if limit.withdraw():
             raise ApiError(408, "request_timeout", f"the body did not arrive within {timeout:g} s") from None
