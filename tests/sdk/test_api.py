@@ -518,3 +518,12 @@ async def test_a_cancel_arriving_with_a_calls_answer_is_never_dropped() -> None:
     transport.target = task
     await asyncio.gather(task, return_exceptions=True)
     assert task.cancelled() and steps == ["answered"], steps
+
+
+def test_each_namespace_is_made_on_first_use_and_kept(api: AgentRunAPI) -> None:
+    """A run's client makes none of its nine namespaces up front; the first use makes one, later uses get it."""
+    names = ["models", "tools", "knowledge", "history", "events", "artifacts", "state", "storage", "platform"]
+    assert not set(names) & set(vars(api))
+    state = api.state
+    assert api.state is state and set(names) & set(vars(api)) == {"state"}
+    assert AgentRunAPI(api.transport, run_id=RUN_ID).state is not state  # each client its own

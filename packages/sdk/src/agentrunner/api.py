@@ -13,7 +13,7 @@ import asyncio
 import base64
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import Protocol, TypeVar
+from typing import Generic, Protocol, Self, TypeVar, overload
 
 from pydantic import BaseModel, JsonValue
 
@@ -62,6 +62,33 @@ class APITransport(Protocol):
 class _Namespace:
     def __init__(self, api: AgentRunAPI) -> None:
         self._api = api
+
+
+_N = TypeVar("_N", bound=_Namespace)
+
+
+class _Part(Generic[_N]):
+    """A namespace of :class:`AgentRunAPI` made on first use and then kept as the instance's attribute: a run
+    uses a few of the nine, an echo none, and the client is built for every run."""
+
+    def __init__(self, namespace: type[_N]) -> None:
+        self._namespace = namespace
+        self._name = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._name = name
+
+    @overload
+    def __get__(self, instance: None, owner: type) -> Self: ...
+    @overload
+    def __get__(self, instance: AgentRunAPI, owner: type) -> _N: ...
+    def __get__(self, instance: AgentRunAPI | None, owner: type) -> Self | _N:
+        if instance is None:
+            return self
+        part = self._namespace(instance)
+        # a descriptor without __set__: the instance's own attribute is found first from now on
+        vars(instance)[self._name] = part
+        return part
 
 
 class _Models(_Namespace):
@@ -298,23 +325,23 @@ class _Platform(_Namespace):
 class AgentRunAPI:
     """The back-call client of one run. Build it with the run's id and deadline; share it across tasks."""
 
-    models: _Models
+    models: _Part[_Models] = _Part(_Models)
     """``models.invoke`` / ``stream`` / ``rerank``."""
-    tools: _Tools
+    tools: _Part[_Tools] = _Part(_Tools)
     """``tools.get_detail`` / ``call``."""
-    knowledge: _Knowledge
+    knowledge: _Part[_Knowledge] = _Part(_Knowledge)
     """``knowledge.list`` / ``retrieve``."""
-    history: _History
+    history: _Part[_History] = _Part(_History)
     """``history.page`` / ``search``."""
-    events: _Events
+    events: _Part[_Events] = _Part(_Events)
     """``events.get`` / ``page``."""
-    artifacts: _Artifacts
+    artifacts: _Part[_Artifacts] = _Part(_Artifacts)
     """``artifacts.metadata`` / ``read_range`` / ``open_stream``."""
-    state: _State
+    state: _Part[_State] = _Part(_State)
     """``state.get`` / ``set`` / ``delete`` / ``list``."""
-    storage: _Storage
+    storage: _Part[_Storage] = _Part(_Storage)
     """``storage.get`` / ``set`` / ``delete`` / ``list``."""
-    platform: _Platform
+    platform: _Part[_Platform] = _Part(_Platform)
     """``platform.request_action``."""
 
     def __init__(
@@ -329,15 +356,6 @@ class AgentRunAPI:
         self.run_id = run_id
         self.deadline_at = deadline_at
         self._call_token = call_token  # the run's credential (AgentRunRequest.call_token); never logged
-        self.models = _Models(self)
-        self.tools = _Tools(self)
-        self.knowledge = _Knowledge(self)
-        self.history = _History(self)
-        self.events = _Events(self)
-        self.artifacts = _Artifacts(self)
-        self.state = _State(self)
-        self.storage = _Storage(self)
-        self.platform = _Platform(self)
 
     def _remaining(self) -> float | None:
         if self.deadline_at is None:
