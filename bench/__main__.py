@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import dataclasses
 import os
 import sys
@@ -58,10 +59,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     env = environment()  # before measuring, so the load average is the one the run started under
     rows, errors = run_suites(selected, mode, quick=args.quick, progress=write_progress)
+    http_report = ""
+    if not args.quick and any(suite.module == "bench.http_echo" for suite in selected):
+        # issue 16's HTTP measures (server CPU per request among them) in the same run as the table
+        from .http_echo import report as http_echo_report
+
+        write_progress("http: the issue-16 report (bench.http_echo)")
+        http_report = asyncio.run(http_echo_report())
     # the start's load alone hides a machine that got busy during the run (eight people share it)
     env["load average at the end (1/5/15 min)"] = " / ".join(f"{load:.2f}" for load in os.getloadavg())
     env["ended"] = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     report = render_table(rows, env, mode, quick=args.quick, errors=errors)
+    if http_report:
+        report += "\n## The issue-16 HTTP report (`bench.http_echo`), in this run\n\n" + http_report
     print(report, end="")
     if args.markdown is not None:
         args.markdown.write_text(report, encoding="utf-8")
