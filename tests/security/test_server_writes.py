@@ -133,3 +133,14 @@ async def test_a_streamed_echo_answer_leaves_the_server_in_one_send(
                 ]
                 assert len(writes) == 1
                 assert writes[0].startswith(b"HTTP/1.1 200 OK\r\n") and writes[0].endswith(b"\r\n0\r\n\r\n")
+
+
+async def test_a_buffer_the_caller_reuses_after_writing_is_sent_as_it_was_written() -> None:
+    inner = FakeSocketTransport()
+    transport = CoalescingTransport(inner, asyncio.get_running_loop())
+    buffer = bytearray(b"first")
+    transport.write(buffer)
+    buffer[:] = b"later"
+    transport.write(memoryview(buffer))
+    await _next_turn()
+    assert inner.calls == [("write", b"firstlater")]

@@ -426,7 +426,9 @@ class SnapshotBuilder:
 
 def _copy(template: _Template, *, run_id: str, event_id: str, now: float) -> AuthorizationSnapshot:
     """The snapshot of *template* for another run: its own run id, event id and times, everything else (and
-    the JSON of everything else) shared with the template's, which no one changes (the models are frozen)."""
+    the JSON of everything else) shared with the template's. The host only reads those parts; a runner is
+    given copies of the ones it sees (``ContextBuilder.build`` validates its context's resources and APIs from
+    the snapshot's JSON)."""
     issued_at = float(now)
     fields = {
         "run_id": run_id,

@@ -35,12 +35,14 @@ class CoalescingTransport(asyncio.Transport):
         super().__init__()
         self._transport = transport
         self._loop = loop
-        self._held: list[bytes | bytearray | memoryview] = []
+        self._held: list[bytes] = []
         self._size = 0
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
         if not data:
             return
+        if type(data) is not bytes:
+            data = bytes(data)  # held past this call: a caller may reuse its buffer, as asyncio lets it
         if not self._held:
             self._loop.call_soon(self._send)
         self._held.append(data)
