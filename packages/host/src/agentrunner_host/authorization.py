@@ -169,8 +169,6 @@ class _Template:
     catalog: ResourceCatalog
     selectors: int
     """The selector registry's generation when it was built."""
-    timeout: float
-    """Seconds from ``issued_at`` to ``deadline_at``."""
     snapshot: AuthorizationSnapshot
 
 
@@ -246,7 +244,9 @@ class SnapshotBuilder:
             and template.catalog is self.catalog
             and template.selectors == self.selectors.generation
         ):
-            return _copy(template, run_id=run_id, event_id=event.event_id, now=now)
+            return _copy(
+                template, run_id=run_id, event_id=event.event_id, now=now, timeout=self._timeout(binding)
+            )
         snapshot = self._build(run_id, descriptor, binding, event, extra_artifact_ids, now)
         if len(self._templates) >= _TEMPLATES:
             self._templates.clear()  # scopes seen once (ad-hoc runs, many conversations) must not grow it forever
@@ -255,7 +255,6 @@ class SnapshotBuilder:
             binding=binding,
             catalog=self.catalog,
             selectors=self.selectors.generation,
-            timeout=self._timeout(binding),
             snapshot=snapshot,
         )
         return snapshot
@@ -424,7 +423,9 @@ class SnapshotBuilder:
         )
 
 
-def _copy(template: _Template, *, run_id: str, event_id: str, now: float) -> AuthorizationSnapshot:
+def _copy(
+    template: _Template, *, run_id: str, event_id: str, now: float, timeout: float
+) -> AuthorizationSnapshot:
     """The snapshot of *template* for another run: its own run id, event id and times, everything else (and
     the JSON of everything else) shared with the template's. The host only reads those parts; a runner is
     given copies of the ones it sees (``ContextBuilder.build`` validates its context's resources and APIs from
@@ -433,7 +434,7 @@ def _copy(template: _Template, *, run_id: str, event_id: str, now: float) -> Aut
     fields = {
         "run_id": run_id,
         "event_id": event_id,
-        "deadline_at": issued_at + template.timeout,
+        "deadline_at": issued_at + timeout,
         "issued_at": issued_at,
     }
     base = template.snapshot

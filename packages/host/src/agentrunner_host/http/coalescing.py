@@ -2,8 +2,7 @@
 
 uvicorn writes a response's head, each body chunk and the chunked encoding's last chunk separately, and
 asyncio sends each write at once when nothing is buffered: a short SSE answer (head, its events, the end,
-all written in one task step) took three ``send`` calls, so three TCP segments through the kernel's stack
-and three wake-ups of the client. :class:`CoalescingTransport` holds a connection's writes until the loop's
+all written in one task step) took three ``send`` calls, each a trip through the kernel's TCP stack. :class:`CoalescingTransport` holds a connection's writes until the loop's
 next turn (``call_soon``) and sends what was written by then in one call: a streamed delta leaves one turn
 later than before, not one timer later, and the bytes and their order are unchanged.
 """
